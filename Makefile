@@ -1,0 +1,35 @@
+# avfs: see README.md. Every install step the project needs lives here.
+GO      ?= go
+BIN     := bin/avfs
+PKGS    := ./...
+# Two cores here: one package at a time keeps FUSE and process tests calm.
+TESTFLAGS ?= -p 2 -count=1 -timeout 12m
+
+.PHONY: all setup build test bench demo lint fmt clean
+
+all: build
+
+setup:
+	$(GO) mod download
+
+build:
+	$(GO) build -o $(BIN) ./cmd/avfs
+
+test:
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+bench: build
+	./scripts/bench.sh
+
+demo: build
+	./$(BIN) demo
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin .bench

@@ -1,0 +1,22 @@
+// Package vault owns the agent workspaces: their files, directories and
+// symlinks, named checkpoints, forks, quotas, audit log and request log, all
+// kept in one SQLite database per home (the Store).
+//
+// Data model (see docs/decisions.md): a vault's tree is a copy-on-write tree
+// of nodes. Content lives in content-addressed chunks (SHA-256, 64 KiB),
+// shared by every vault, checkpoint and fork in the store. A node may be
+// changed in place only while it belongs to the vault's current epoch;
+// saving a checkpoint or forking bumps the epoch, which freezes every
+// existing node, so checkpoint and fork are O(1) metadata operations and the
+// first later write copies only the directories on its path.
+//
+// Invariants:
+//   - A node whose (vault, epoch) differs from its vault's current one is
+//     immutable: checkpoints and forks may share it.
+//   - Every mutation runs in one BEGIN IMMEDIATE transaction that also
+//     writes its audit event and, when a request id is given, its request
+//     log entry, so a repeated request returns the stored result.
+//   - A rejected mutation (bad path, quota, conflict) changes nothing.
+//
+// Vault knows nothing of NATS, FUSE or exec: callers wrap it.
+package vault

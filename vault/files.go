@@ -1,0 +1,682 @@
+package vault
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// WriteOptions tune WriteFile.
+type WriteOptions struct {
+	Mode    fs.FileMode // permission bits for a new file (default 0644); when non-zero also applied to an existing one
+	Append  bool        // add to the end instead of replacing
+	Parents bool        // create missing parent directories (mode 0755)
+	// Exclusive fails with ErrExists when the file already exists.
+	Exclusive bool
+}
+
+// WriteResult is what a write returns.
+type WriteResult struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Created bool   `json:"created"`
+}
+
+// checkQuota fails with a *QuotaError when growing usage by addBytes and
+// addEntries, or a file to fileSize bytes, would break a limit.
+func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	q := t.v.quota
+	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
+		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
+	}
+	if q.MaxSizeMB != nil && addBytes > 0 && t.v.bytes+addBytes > *q.MaxSizeMB<<20 {
+		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
+	}
+	used := t.v.files + t.v.dirs
+	if q.MaxFiles != nil && addEntries > 0 && used+addEntries > *q.MaxFiles {
+		return &QuotaError{Limit: "max_files", Max: *q.MaxFiles, Current: used, Requested: used + addEntries}
+	}
+	return nil
+}
+
+// mkdirAll walks comps, creating missing directories, and returns the chain.
+func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode) ([]*node, error) {
+	root, err := t.node(t.v.root)
+	if err != nil {
+		return nil, err
+	}
+	chain := []*node{root}
+	for i, c := range comps {
+		cur := chain[i]
+		if cur.kind != KindDir {
+			return nil, pathErr(op, p, ErrNotDir)
+		}
+		id, ok, err := t.lookup(cur.id, c)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			n, err := t.node(id)
+			if err != nil {
+				return nil, err
+			}
+			chain = append(chain, n)
+			continue
+		}
+		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], c, &node{kind: KindDir, mode: uint32(mode.Perm())})
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, n)
+	}
+	return chain, nil
+}
+
+// create adds n as entry name of the directory at the end of parent (whose
+// path components are pcomps), after the quota check.
+func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, n *node) (*node, error) {
+	var addBytes int64
+	if n.kind == KindFile {
+		addBytes = n.size
+	}
+	if err := t.checkQuota(addBytes, 1, 0, addBytes); err != nil {
+		return nil, pathErr(op, p, err)
+	}
+	if err := t.makeWritable(parent, pcomps); err != nil {
+		return nil, err
+	}
+	dir := parent[len(parent)-1]
+	n.ino, n.mtime, n.ctime = t.newIno(), t.now, t.now
+	if _, err := t.insertNode(n); err != nil {
+		return nil, err
+	}
+	if err := t.link(dir.id, name, n.id); err != nil {
+		return nil, err
+	}
+	if err := t.touchDir(dir); err != nil {
+		return nil, err
+	}
+	switch n.kind {
+	case KindDir:
+		t.v.dirs++
+	case KindFile:
+		t.v.files++
+		t.v.bytes += n.size
+	default:
+		t.v.files++
+	}
+	return n, nil
+}
+
+// WriteFile writes data to the file at p, creating it if needed.
+func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, error) {
+	const op = "write"
+	comps, err := CleanPath(p)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if len(comps) == 0 {
+		return WriteResult{}, pathErr(op, p, ErrIsDir)
+	}
+	var parent []*node
+	if o.Parents {
+		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755)
+	} else {
+		parent, err = t.walk(op, p, comps[:len(comps)-1])
+	}
+	if err != nil {
+		return WriteResult{}, err
+	}
+	dir := parent[len(parent)-1]
+	if dir.kind != KindDir {
+		return WriteResult{}, pathErr(op, p, ErrNotDir)
+	}
+	name := comps[len(comps)-1]
+	id, exists, err := t.lookup(dir.id, name)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	clean := JoinPath(comps)
+	if !exists {
+		mode := o.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := t.checkQuota(int64(len(data)), 1, 0, int64(len(data))); err != nil {
+			return WriteResult{}, pathErr(op, clean, err)
+		}
+		list, err := t.storeContent(data)
+		if err != nil {
+			return WriteResult{}, err
+		}
+		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindFile, mode: uint32(mode), size: int64(len(data)), chunks: list})
+		if err != nil {
+			return WriteResult{}, err
+		}
+		t.audit("file.write", clean, map[string]any{"size": n.size, "created": true})
+		return WriteResult{Path: clean, Size: n.size, Created: true}, nil
+	}
+	if o.Exclusive {
+		return WriteResult{}, pathErr(op, clean, ErrExists)
+	}
+	n, err := t.node(id)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	switch n.kind {
+	case KindDir:
+		return WriteResult{}, pathErr(op, clean, ErrIsDir)
+	case KindSymlink:
+		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	}
+	off, size := int64(0), int64(len(data))
+	if o.Append {
+		off, size = n.size, n.size+int64(len(data))
+	}
+	chain := append(parent, n)
+	err = t.changeFile(op, clean, chain, comps, size, func(n *node) error {
+		if o.Mode != 0 {
+			n.mode = uint32(o.Mode.Perm())
+		}
+		if o.Append {
+			return t.rewrite(n, off, data, size)
+		}
+		list, err := t.storeContent(data)
+		n.chunks, n.size = list, size
+		return err
+	})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	t.audit("file.write", clean, map[string]any{"size": size, "append": o.Append})
+	return WriteResult{Path: clean, Size: size, Created: false}, nil
+}
+
+// changeFile applies fn to the file at the end of chain after checking that
+// its new size fits the quota, then stores it.
+func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int64, fn func(n *node) error) error {
+	n := chain[len(chain)-1]
+	if err := t.checkQuota(newSize-n.size, 0, n.size, newSize); err != nil {
+		return pathErr(op, p, err)
+	}
+	if err := t.makeWritable(chain, comps); err != nil {
+		return err
+	}
+	n = chain[len(chain)-1]
+	oldSize := n.size
+	if err := fn(n); err != nil {
+		return err
+	}
+	n.mtime, n.ctime = t.now, t.now
+	t.v.bytes += n.size - oldSize
+	return t.updateNode(n)
+}
+
+// fileChain resolves p and checks that it is a regular file.
+func (t *Tx) fileChain(op, p string) ([]string, []*node, error) {
+	comps, chain, err := t.resolve(op, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch chain[len(chain)-1].kind {
+	case KindDir:
+		return nil, nil, pathErr(op, p, ErrIsDir)
+	case KindSymlink:
+		return nil, nil, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	}
+	return comps, chain, nil
+}
+
+// WriteAt writes data at offset off of the existing file p, rewriting only
+// the chunks it touches.
+func (t *Tx) WriteAt(p string, off int64, data []byte) (WriteResult, error) {
+	const op = "write"
+	if off < 0 {
+		return WriteResult{}, pathErr(op, p, ErrInvalidArgument)
+	}
+	comps, chain, err := t.fileChain(op, p)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	size := max(chain[len(chain)-1].size, off+int64(len(data)))
+	clean := JoinPath(comps)
+	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
+		return WriteResult{}, err
+	}
+	t.audit("file.write", clean, map[string]any{"size": size, "offset": off, "length": len(data)})
+	return WriteResult{Path: clean, Size: size}, nil
+}
+
+// Truncate sets the size of file p, cutting it or extending it with zeros.
+func (t *Tx) Truncate(p string, size int64) error {
+	const op = "truncate"
+	if size < 0 {
+		return pathErr(op, p, ErrInvalidArgument)
+	}
+	comps, chain, err := t.fileChain(op, p)
+	if err != nil {
+		return err
+	}
+	clean := JoinPath(comps)
+	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
+		return err
+	}
+	t.audit("file.truncate", clean, map[string]any{"size": size})
+	return nil
+}
+
+// ReadFile returns the content of file p.
+func (t *Tx) ReadFile(p string) ([]byte, Entry, error) {
+	comps, chain, err := t.fileChain("read", p)
+	if err != nil {
+		return nil, Entry{}, err
+	}
+	n := chain[len(chain)-1]
+	data, err := t.content(n)
+	return data, n.entry(nameOf(comps), JoinPath(comps)), err
+}
+
+// ReadAt reads file p at off into buf; n < len(buf) at end of file.
+func (t *Tx) ReadAt(p string, off int64, buf []byte) (int, error) {
+	if off < 0 {
+		return 0, pathErr("read", p, ErrInvalidArgument)
+	}
+	_, chain, err := t.fileChain("read", p)
+	if err != nil {
+		return 0, err
+	}
+	return t.readAt(chain[len(chain)-1], off, buf)
+}
+
+func nameOf(comps []string) string {
+	if len(comps) == 0 {
+		return "/"
+	}
+	return comps[len(comps)-1]
+}
+
+// Stat describes the entry at p without following a final symlink.
+func (t *Tx) Stat(p string) (Entry, error) {
+	comps, chain, err := t.resolve("stat", p)
+	if err != nil {
+		return Entry{}, err
+	}
+	return chain[len(chain)-1].entry(nameOf(comps), JoinPath(comps)), nil
+}
+
+// ReadDir lists directory p, sorted by name.
+func (t *Tx) ReadDir(p string) ([]Entry, error) {
+	comps, chain, err := t.resolve("readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	dir := chain[len(chain)-1]
+	if dir.kind != KindDir {
+		return nil, pathErr("readdir", p, ErrNotDir)
+	}
+	return t.list(dir.id, JoinPath(comps))
+}
+
+func (t *Tx) list(dir int64, base string) ([]Entry, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT d.name, `+prefixed("n.", nodeCols)+` FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	if err != nil {
+		return nil, mapSQLErr(err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var name string
+		n := &node{}
+		if err := rows.Scan(&name, &n.id, &n.vault, &n.epoch, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.chunks); err != nil {
+			return nil, err
+		}
+		out = append(out, n.entry(name, joinChild(base, name)))
+	}
+	return out, rows.Err()
+}
+
+func joinChild(base, name string) string {
+	if base == "/" {
+		return "/" + name
+	}
+	return base + "/" + name
+}
+
+// Mkdir creates directory p; with parents, missing parents too and an
+// existing directory at p is not an error.
+func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
+	const op = "mkdir"
+	if mode == 0 {
+		mode = 0o755
+	}
+	comps, err := CleanPath(p)
+	if err != nil {
+		return err
+	}
+	if len(comps) == 0 {
+		if parents {
+			return nil
+		}
+		return pathErr(op, p, ErrExists)
+	}
+	clean := JoinPath(comps)
+	if parents {
+		before := t.v.dirs
+		if _, err := t.mkdirAll(op, clean, comps, mode); err != nil {
+			return err
+		}
+		if t.v.dirs != before {
+			t.audit("dir.create", clean, map[string]any{"parents": true})
+		}
+		return nil
+	}
+	_, parent, err := t.parentOf(op, clean)
+	if err != nil {
+		return err
+	}
+	name := comps[len(comps)-1]
+	if _, ok, err := t.lookup(parent[len(parent)-1].id, name); err != nil {
+		return err
+	} else if ok {
+		return pathErr(op, clean, ErrExists)
+	}
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindDir, mode: uint32(mode.Perm())}); err != nil {
+		return err
+	}
+	t.audit("dir.create", clean, nil)
+	return nil
+}
+
+// Symlink creates a symlink at p pointing at target. The target is stored
+// verbatim; vault paths never follow it.
+func (t *Tx) Symlink(target, p string) error {
+	const op = "symlink"
+	if target == "" || len(target) > MaxPathLen {
+		return pathErr(op, p, ErrInvalidArgument)
+	}
+	comps, parent, err := t.parentOf(op, p)
+	if err != nil {
+		return err
+	}
+	clean, name := JoinPath(comps), comps[len(comps)-1]
+	if _, ok, err := t.lookup(parent[len(parent)-1].id, name); err != nil {
+		return err
+	} else if ok {
+		return pathErr(op, clean, ErrExists)
+	}
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindSymlink, mode: 0o777, size: int64(len(target)), target: target}); err != nil {
+		return err
+	}
+	t.audit("symlink.create", clean, map[string]any{"target": target})
+	return nil
+}
+
+// RemoveOptions tune Remove.
+type RemoveOptions struct {
+	Recursive bool // remove a non-empty directory and everything below it
+	DirOnly   bool // rmdir: fail with ErrNotDir on a non-directory
+	FileOnly  bool // unlink: fail with ErrIsDir on a directory
+}
+
+// Remove deletes the entry at p.
+func (t *Tx) Remove(p string, o RemoveOptions) error {
+	const op = "remove"
+	comps, chain, err := t.resolve(op, p)
+	if err != nil {
+		return err
+	}
+	clean := JoinPath(comps)
+	if len(comps) == 0 {
+		return pathErr(op, clean, fmt.Errorf("cannot remove the root: %w", ErrInvalidArgument))
+	}
+	n := chain[len(chain)-1]
+	switch {
+	case n.kind == KindDir && o.FileOnly:
+		return pathErr(op, clean, ErrIsDir)
+	case n.kind != KindDir && o.DirOnly:
+		return pathErr(op, clean, ErrNotDir)
+	}
+	if n.kind == KindDir && !o.Recursive {
+		var one int
+		err := t.row(`SELECT count(*) FROM (SELECT 1 FROM dirents WHERE dir=? LIMIT 1)`, n.id).Scan(&one)
+		if err != nil {
+			return mapSQLErr(err)
+		}
+		if one > 0 {
+			return pathErr(op, clean, ErrNotEmpty)
+		}
+	}
+	parent := chain[:len(chain)-1]
+	if err := t.makeWritable(parent, comps[:len(comps)-1]); err != nil {
+		return err
+	}
+	dir := parent[len(parent)-1]
+	if err := t.unlink(dir.id, comps[len(comps)-1]); err != nil {
+		return err
+	}
+	if err := t.drop(n); err != nil {
+		return err
+	}
+	if err := t.touchDir(dir); err != nil {
+		return err
+	}
+	t.audit("remove", clean, map[string]any{"type": n.kind.String(), "recursive": o.Recursive})
+	return nil
+}
+
+// RenameOptions tune Rename.
+type RenameOptions struct {
+	NoReplace bool // fail with ErrExists when dst exists
+}
+
+// Rename moves src to dst with POSIX semantics: an existing dst file is
+// replaced, an existing dst directory only when empty and src is one too.
+func (t *Tx) Rename(src, dst string, o RenameOptions) error {
+	const op = "rename"
+	scomps, schain, err := t.resolve(op, src)
+	if err != nil {
+		return err
+	}
+	dcomps, dparent, err := t.parentOf(op, dst)
+	if err != nil {
+		return err
+	}
+	if len(scomps) == 0 {
+		return pathErr(op, src, fmt.Errorf("cannot move the root: %w", ErrInvalidArgument))
+	}
+	sclean, dclean := JoinPath(scomps), JoinPath(dcomps)
+	if sclean == dclean {
+		return nil
+	}
+	if len(dcomps) > len(scomps) && JoinPath(dcomps[:len(scomps)]) == sclean {
+		return pathErr(op, dst, fmt.Errorf("cannot move a directory into itself: %w", ErrInvalidArgument))
+	}
+	n := schain[len(schain)-1]
+	dname := dcomps[len(dcomps)-1]
+	did, dexists, err := t.lookup(dparent[len(dparent)-1].id, dname)
+	if err != nil {
+		return err
+	}
+	var victim *node
+	if dexists {
+		if o.NoReplace {
+			return pathErr(op, dclean, ErrExists)
+		}
+		victim, err = t.node(did)
+		if err != nil {
+			return err
+		}
+		switch {
+		case victim.kind == KindDir && n.kind != KindDir:
+			return pathErr(op, dclean, ErrIsDir)
+		case victim.kind != KindDir && n.kind == KindDir:
+			return pathErr(op, dclean, ErrNotDir)
+		case victim.kind == KindDir:
+			ds, err := t.dirents(victim.id)
+			if err != nil {
+				return err
+			}
+			if len(ds) > 0 {
+				return pathErr(op, dclean, ErrNotEmpty)
+			}
+		}
+	}
+	// Unlink from the source parent first, then resolve the destination
+	// parent again: both may share ancestors that makeWritable copies.
+	sparent := schain[:len(schain)-1]
+	if err := t.makeWritable(sparent, scomps[:len(scomps)-1]); err != nil {
+		return err
+	}
+	if err := t.unlink(sparent[len(sparent)-1].id, scomps[len(scomps)-1]); err != nil {
+		return err
+	}
+	if err := t.touchDir(sparent[len(sparent)-1]); err != nil {
+		return err
+	}
+	dparent, err = t.walk(op, dst, dcomps[:len(dcomps)-1])
+	if err != nil {
+		return err
+	}
+	if err := t.makeWritable(dparent, dcomps[:len(dcomps)-1]); err != nil {
+		return err
+	}
+	ddir := dparent[len(dparent)-1]
+	if victim != nil {
+		if err := t.drop(victim); err != nil {
+			return err
+		}
+	}
+	if err := t.link(ddir.id, dname, n.id); err != nil {
+		return err
+	}
+	if err := t.touchDir(ddir); err != nil {
+		return err
+	}
+	t.audit("rename", sclean, map[string]any{"to": dclean})
+	return nil
+}
+
+// Copy copies src to dst. Content is shared, not copied: the new files
+// point at the same chunks. A directory needs recursive.
+func (t *Tx) Copy(src, dst string, recursive bool) error {
+	const op = "copy"
+	scomps, schain, err := t.resolve(op, src)
+	if err != nil {
+		return err
+	}
+	n := schain[len(schain)-1]
+	if n.kind == KindDir && !recursive {
+		return pathErr(op, src, ErrIsDir)
+	}
+	dcomps, dparent, err := t.parentOf(op, dst)
+	if err != nil {
+		return err
+	}
+	sclean, dclean := JoinPath(scomps), JoinPath(dcomps)
+	if len(dcomps) >= len(scomps) && JoinPath(dcomps[:len(scomps)]) == sclean {
+		return pathErr(op, dst, fmt.Errorf("cannot copy a directory into itself: %w", ErrInvalidArgument))
+	}
+	dname := dcomps[len(dcomps)-1]
+	if _, ok, err := t.lookup(dparent[len(dparent)-1].id, dname); err != nil {
+		return err
+	} else if ok {
+		return pathErr(op, dclean, ErrExists)
+	}
+	if err := t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname); err != nil {
+		return err
+	}
+	t.audit("copy", sclean, map[string]any{"to": dclean})
+	return nil
+}
+
+func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string) error {
+	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks}
+	c, err := t.create(op, p, parent, pcomps, name, c)
+	if err != nil {
+		return err
+	}
+	if n.kind != KindDir {
+		return nil
+	}
+	ds, err := t.dirents(n.id)
+	if err != nil {
+		return err
+	}
+	sub := append(append([]*node{}, parent...), c)
+	subComps := append(append([]string{}, pcomps...), name)
+	for _, d := range ds {
+		child, err := t.node(d.child)
+		if err != nil {
+			return err
+		}
+		if err := t.copyTree(op, joinChild(p, d.name), child, sub, subComps, d.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetAttr changes the permission bits and/or times of the entry at p; nil
+// fields are left alone.
+func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, error) {
+	const op = "setattr"
+	comps, chain, err := t.resolve(op, p)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := t.makeWritable(chain, comps); err != nil {
+		return Entry{}, err
+	}
+	n := chain[len(chain)-1]
+	details := map[string]any{}
+	if mode != nil {
+		n.mode = uint32(mode.Perm())
+		details["mode"] = fmt.Sprintf("%04o", n.mode)
+	}
+	if mtime != nil {
+		n.mtime = mtime.UnixNano()
+		details["mtime"] = mtime.UTC().Format(time.RFC3339Nano)
+	}
+	n.ctime = t.now
+	if err := t.updateNode(n); err != nil {
+		return Entry{}, err
+	}
+	clean := JoinPath(comps)
+	t.audit("setattr", clean, details)
+	return n.entry(nameOf(comps), clean), nil
+}
+
+// Update runs fn in one write transaction on the vault: all of fn's changes
+// commit together or not at all.
+func (v *Vault) Update(ctx context.Context, meta Meta, fn func(tx *Tx) error) error {
+	_, _, err := write(ctx, v.s, v.namespace, v.name, meta, "update", true, func(t *Tx) (struct{}, error) {
+		return struct{}{}, fn(t)
+	})
+	return err
+}
+
+// View runs fn in one read transaction: a consistent snapshot.
+func (v *Vault) View(ctx context.Context, fn func(tx *Tx) error) error {
+	_, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (struct{}, error) { return struct{}{}, fn(t) })
+	return err
+}
+
+func prefixed(prefix, cols string) string {
+	out := ""
+	start := 0
+	for i := 0; i <= len(cols); i++ {
+		if i == len(cols) || cols[i] == ',' {
+			f := cols[start:i]
+			for len(f) > 0 && f[0] == ' ' {
+				f = f[1:]
+			}
+			if out != "" {
+				out += ", "
+			}
+			out += prefix + f
+			start = i + 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,215 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Meta says who asked for a mutation. Its fields land in the audit log;
+// RequestID also keys the request log that makes retries idempotent.
+type Meta struct {
+	Actor     string
+	RequestID string
+	TraceID   string
+	// Trace is an opaque serialized span context stored with checkpoints so
+	// that a later restore can link to the span that saved it.
+	Trace string
+}
+
+// vaultRow is a vault's row as a transaction sees and changes it.
+type vaultRow struct {
+	id        int64
+	namespace string
+	name      string
+	createdAt int64
+	root      int64
+	epoch     int64
+	nextIno   int64
+	parent    sql.NullString
+	files     int64
+	dirs      int64
+	bytes     int64
+	quota     Quota
+	worker    string
+}
+
+const vaultCols = `id, namespace, name, created_at, root, epoch, next_ino, parent, files, dirs, bytes, max_size_mb, max_files, max_file_size_mb, worker`
+
+func scanVault(sc interface{ Scan(...any) error }) (vaultRow, error) {
+	var r vaultRow
+	var ms, mf, mfs sql.NullInt64
+	err := sc.Scan(&r.id, &r.namespace, &r.name, &r.createdAt, &r.root, &r.epoch, &r.nextIno, &r.parent,
+		&r.files, &r.dirs, &r.bytes, &ms, &mf, &mfs, &r.worker)
+	r.quota = Quota{MaxSizeMB: nullToPtr(ms), MaxFiles: nullToPtr(mf), MaxFileSizeMB: nullToPtr(mfs)}
+	return r, err
+}
+
+func nullToPtr(n sql.NullInt64) *int64 {
+	if !n.Valid {
+		return nil
+	}
+	v := n.Int64
+	return &v
+}
+
+// Tx is one transaction on one vault. Every method of Vault runs in one;
+// Vault.Update hands one to callers that batch many changes (imports, a
+// burst of writes through the mount) into a single commit.
+type Tx struct {
+	ctx    context.Context
+	tx     *sql.Tx
+	s      *Store
+	v      vaultRow
+	meta   Meta
+	now    int64
+	write  bool
+	events []event
+}
+
+type event struct {
+	action  string
+	path    string
+	details map[string]any
+}
+
+// Time is the transaction's clock reading, shared by all its changes.
+func (t *Tx) Time() time.Time { return time.Unix(0, t.now) }
+
+func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
+	r, err := t.tx.ExecContext(t.ctx, q, args...)
+	return r, mapSQLErr(err)
+}
+
+func (t *Tx) row(q string, args ...any) *sql.Row { return t.tx.QueryRowContext(t.ctx, q, args...) }
+
+func (t *Tx) audit(action, p string, details map[string]any) {
+	t.events = append(t.events, event{action: action, path: p, details: details})
+}
+
+func (t *Tx) loadVault(ns, name string) error {
+	r, err := scanVault(t.row(`SELECT `+vaultCols+` FROM vaults WHERE namespace=? AND name=?`, ns, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("vault %q: %w", name, ErrVaultNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("load vault %q: %w", name, mapSQLErr(err))
+	}
+	t.v = r
+	return nil
+}
+
+func (t *Tx) saveVault() error {
+	_, err := t.exec(`UPDATE vaults SET root=?, epoch=?, next_ino=?, files=?, dirs=?, bytes=?, max_size_mb=?, max_files=?, max_file_size_mb=?, worker=? WHERE id=?`,
+		t.v.root, t.v.epoch, t.v.nextIno, t.v.files, t.v.dirs, t.v.bytes,
+		ptrToNull(t.v.quota.MaxSizeMB), ptrToNull(t.v.quota.MaxFiles), ptrToNull(t.v.quota.MaxFileSizeMB), t.v.worker, t.v.id)
+	return err
+}
+
+func ptrToNull(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func (t *Tx) flushEvents() error {
+	for _, e := range t.events {
+		d := "{}"
+		if len(e.details) > 0 {
+			b, err := json.Marshal(e.details)
+			if err != nil {
+				return fmt.Errorf("audit details: %w", err)
+			}
+			d = string(b)
+		}
+		if _, err := t.exec(`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+			t.now, t.v.id, t.v.namespace, t.v.name, e.action, e.path, t.meta.Actor, t.meta.RequestID, t.meta.TraceID, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on vault ns/name. When
+// load is false the vault need not exist (create, import). With a request
+// id, a result stored earlier for that id is returned instead of running fn
+// again, and a new result is stored in the same transaction as fn's changes.
+func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op string, load bool, fn func(t *Tx) (T, error)) (res T, replayed bool, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return res, false, fmt.Errorf("%s: begin: %w", op, mapSQLErr(err))
+	}
+	defer tx.Rollback()
+	t := &Tx{ctx: ctx, tx: tx, s: s, meta: meta, now: s.now().UnixNano(), write: true}
+	if meta.RequestID != "" {
+		var storedOp string
+		var stored []byte
+		err := t.row(`SELECT op, result FROM requests WHERE request_id=?`, meta.RequestID).Scan(&storedOp, &stored)
+		switch {
+		case err == nil:
+			if storedOp != op {
+				return res, false, fmt.Errorf("%s: request id %q was used for %s: %w", op, meta.RequestID, storedOp, ErrConflict)
+			}
+			if err := json.Unmarshal(stored, &res); err != nil {
+				return res, false, fmt.Errorf("%s: stored result: %w", op, err)
+			}
+			return res, true, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return res, false, fmt.Errorf("%s: request log: %w", op, mapSQLErr(err))
+		}
+	}
+	if load {
+		if err := t.loadVault(ns, name); err != nil {
+			return res, false, err
+		}
+	}
+	res, err = fn(t)
+	if err != nil {
+		return res, false, err
+	}
+	if t.v.id != 0 {
+		if err := t.saveVault(); err != nil {
+			return res, false, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	if err := t.flushEvents(); err != nil {
+		return res, false, fmt.Errorf("%s: %w", op, err)
+	}
+	if meta.RequestID != "" {
+		b, err := json.Marshal(res)
+		if err != nil {
+			return res, false, fmt.Errorf("%s: encode result: %w", op, err)
+		}
+		if _, err := t.exec(`INSERT INTO requests(request_id, namespace, vault, op, result, created_at) VALUES(?,?,?,?,?,?)`,
+			meta.RequestID, ns, name, op, b, t.now); err != nil {
+			return res, false, fmt.Errorf("%s: request log: %w", op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return res, false, fmt.Errorf("%s: commit: %w", op, mapSQLErr(err))
+	}
+	return res, false, nil
+}
+
+// read runs fn in a read transaction: a consistent snapshot that never sees
+// half of a concurrent restore.
+func read[T any](ctx context.Context, s *Store, ns, name string, fn func(t *Tx) (T, error)) (res T, err error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return res, fmt.Errorf("begin read: %w", mapSQLErr(err))
+	}
+	defer tx.Rollback()
+	t := &Tx{ctx: ctx, tx: tx, s: s, now: s.now().UnixNano()}
+	if name != "" {
+		if err := t.loadVault(ns, name); err != nil {
+			return res, err
+		}
+	}
+	return fn(t)
+}

@@ -1,0 +1,336 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Quota limits a vault. A nil field is unlimited.
+type Quota struct {
+	MaxSizeMB     *int64 `json:"max_size_mb"`
+	MaxFiles      *int64 `json:"max_files"`
+	MaxFileSizeMB *int64 `json:"max_file_size_mb"`
+}
+
+// Info describes a vault.
+type Info struct {
+	Name        string    `json:"name"`
+	Namespace   string    `json:"namespace"`
+	CreatedAt   time.Time `json:"created_at"`
+	Files       int64     `json:"files"`
+	Dirs        int64     `json:"dirs"`
+	Bytes       int64     `json:"bytes"`
+	StoredBytes int64     `json:"stored_bytes"`
+	Checkpoints int64     `json:"checkpoints"`
+	Parent      *string   `json:"parent"`
+	Quota       Quota     `json:"quota"`
+	Worker      string    `json:"worker"`
+}
+
+// Vault is a handle on one named vault in a Store. It is cheap: it holds
+// no state of its own, so a vault deleted or restored by another process is
+// seen by the next call.
+type Vault struct {
+	s         *Store
+	namespace string
+	name      string
+}
+
+// Vault returns a handle on ns/name. Whether the vault exists is checked by
+// each call, which fails with ErrVaultNotFound if it does not.
+func (s *Store) Vault(ns, name string) *Vault { return &Vault{s: s, namespace: ns, name: name} }
+
+// Name is the vault's name.
+func (v *Vault) Name() string { return v.name }
+
+// Namespace is the vault's namespace.
+func (v *Vault) Namespace() string { return v.namespace }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidVaultName reports whether name can name a vault, namespace or
+// checkpoint: 1–128 characters of letters, digits, '.', '_' and '-', not
+// starting with punctuation, so that it is also a valid NATS subject token.
+func ValidVaultName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("name %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit: %w", name, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Create makes an empty vault.
+func (s *Store) Create(ctx context.Context, ns, name string, q Quota, meta Meta) (Info, error) {
+	if err := ValidVaultName(ns); err != nil {
+		return Info{}, err
+	}
+	if err := ValidVaultName(name); err != nil {
+		return Info{}, err
+	}
+	if err := q.validate(); err != nil {
+		return Info{}, err
+	}
+	info, _, err := write(ctx, s, ns, name, meta, "vault.create", false, func(t *Tx) (Info, error) {
+		if err := t.insertVault(ns, name, q, sql.NullString{}, 0, 1, 0, 0, 0); err != nil {
+			return Info{}, err
+		}
+		root, err := t.insertNode(&node{ino: 1, kind: KindDir, mode: 0o755, mtime: t.now, ctime: t.now})
+		if err != nil {
+			return Info{}, err
+		}
+		t.v.root = root
+		t.audit("vault.create", "/", quotaDetails(q))
+		return t.info(false)
+	})
+	return info, err
+}
+
+func (t *Tx) insertVault(ns, name string, q Quota, parent sql.NullString, root, nextIno, files, dirs, bytes int64) error {
+	var n int
+	if err := t.row(`SELECT count(*) FROM vaults WHERE namespace=? AND name=?`, ns, name).Scan(&n); err != nil {
+		return mapSQLErr(err)
+	}
+	if n > 0 {
+		return fmt.Errorf("vault %q: %w", name, ErrVaultExists)
+	}
+	if nextIno < 2 {
+		nextIno = 2
+	}
+	_, err := t.exec(`INSERT INTO vaults(namespace, name, created_at, root, epoch, next_ino, parent, files, dirs, bytes, max_size_mb, max_files, max_file_size_mb) VALUES(?,?,?,?,1,?,?,?,?,?,?,?,?)`,
+		ns, name, t.now, root, nextIno, parent, files, dirs, bytes, ptrToNull(q.MaxSizeMB), ptrToNull(q.MaxFiles), ptrToNull(q.MaxFileSizeMB))
+	if err != nil {
+		return fmt.Errorf("create vault %q: %w", name, err)
+	}
+	return t.loadVault(ns, name)
+}
+
+func (q Quota) validate() error {
+	for _, p := range []*int64{q.MaxSizeMB, q.MaxFiles, q.MaxFileSizeMB} {
+		if p != nil && *p < 0 {
+			return fmt.Errorf("quota must not be negative: %w", ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func quotaDetails(q Quota) map[string]any {
+	return map[string]any{"max_size_mb": q.MaxSizeMB, "max_files": q.MaxFiles, "max_file_size_mb": q.MaxFileSizeMB}
+}
+
+// info builds the Info of the transaction's vault.
+func (t *Tx) info(stored bool) (Info, error) {
+	in := Info{
+		Name: t.v.name, Namespace: t.v.namespace, CreatedAt: time.Unix(0, t.v.createdAt).UTC(),
+		Files: t.v.files, Dirs: t.v.dirs, Bytes: t.v.bytes, Quota: t.v.quota, Worker: t.v.worker,
+	}
+	if t.v.parent.Valid {
+		p := t.v.parent.String
+		in.Parent = &p
+	}
+	if err := t.row(`SELECT count(*) FROM checkpoints WHERE vault=?`, t.v.id).Scan(&in.Checkpoints); err != nil {
+		return in, mapSQLErr(err)
+	}
+	if !stored {
+		return in, nil
+	}
+	sb, err := t.storedBytes()
+	in.StoredBytes = sb
+	return in, err
+}
+
+// Info describes the vault.
+func (v *Vault) Info(ctx context.Context) (Info, error) {
+	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (Info, error) { return t.info(true) })
+}
+
+// List describes every vault in namespace ns, sorted by name.
+func (s *Store) List(ctx context.Context, ns string) ([]Info, error) {
+	return read(ctx, s, ns, "", func(t *Tx) ([]Info, error) {
+		rows, err := t.tx.QueryContext(ctx, `SELECT `+vaultCols+` FROM vaults WHERE namespace=? ORDER BY name`, ns)
+		if err != nil {
+			return nil, mapSQLErr(err)
+		}
+		var vs []vaultRow
+		for rows.Next() {
+			r, err := scanVault(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			vs = append(vs, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		out := make([]Info, 0, len(vs))
+		for _, r := range vs {
+			t.v = r
+			in, err := t.info(true)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
+		}
+		return out, nil
+	})
+}
+
+// Namespaces lists the namespaces that hold at least one vault.
+func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT namespace FROM vaults ORDER BY namespace`)
+	if err != nil {
+		return nil, mapSQLErr(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			return nil, err
+		}
+		out = append(out, ns)
+	}
+	return out, rows.Err()
+}
+
+// ForkResult is what Fork returns. Its Info leaves StoredBytes zero.
+type ForkResult struct {
+	Info     Info          `json:"vault"`
+	Source   string        `json:"source"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Fork creates vault dst as a copy of src's current tree, or of one of its
+// checkpoints. It copies no content and no tree: both vaults share every
+// node until one of them writes, so it takes the same time at any size.
+func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta Meta) (ForkResult, error) {
+	start := time.Now()
+	if err := ValidVaultName(dst); err != nil {
+		return ForkResult{}, err
+	}
+	res, _, err := write(ctx, s, ns, src, meta, "vault.fork", true, func(t *Tx) (ForkResult, error) {
+		root, files, dirs, bytes := t.v.root, t.v.files, t.v.dirs, t.v.bytes
+		if checkpoint != "" {
+			cp, err := t.checkpoint(checkpoint)
+			if err != nil {
+				return ForkResult{}, err
+			}
+			root, files, dirs, bytes = cp.root, cp.Files, cp.Dirs, cp.Bytes
+		} else {
+			// Freeze the source's nodes: from now on both vaults share them.
+			t.v.epoch++
+		}
+		t.audit("vault.fork", "/", map[string]any{"to": dst, "checkpoint": checkpoint})
+		if err := t.saveVault(); err != nil {
+			return ForkResult{}, err
+		}
+		if err := t.flushEvents(); err != nil {
+			return ForkResult{}, err
+		}
+		t.events = nil
+		srcName, q, nextIno := t.v.name, t.v.quota, t.v.nextIno
+		if err := t.insertVault(ns, dst, q, sql.NullString{String: srcName, Valid: true}, root, nextIno, files, dirs, bytes); err != nil {
+			return ForkResult{}, err
+		}
+		t.audit("vault.forked", "/", map[string]any{"from": srcName, "checkpoint": checkpoint})
+		// Stored bytes need a walk of the tree, which would make the fork
+		// as slow as the tree is large; Vault.Info computes them.
+		in, err := t.info(false)
+		return ForkResult{Info: in, Source: srcName}, err
+	})
+	res.Duration = time.Since(start)
+	return res, err
+}
+
+// Delete removes the vault, its checkpoints and its request log, then frees
+// the content that no other vault, checkpoint or fork references. Forks of
+// it keep working: they hold their own references to shared nodes.
+func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
+	_, _, err := write(ctx, s, ns, name, meta, "vault.delete", true, func(t *Tx) (struct{}, error) {
+		for _, q := range []string{`DELETE FROM checkpoints WHERE vault=?`, `DELETE FROM vaults WHERE id=?`} {
+			if _, err := t.exec(q, t.v.id); err != nil {
+				return struct{}{}, fmt.Errorf("delete vault %q: %w", name, err)
+			}
+		}
+		if _, err := t.exec(`DELETE FROM requests WHERE namespace=? AND vault=?`, ns, name); err != nil {
+			return struct{}{}, err
+		}
+		t.audit("vault.delete", "/", nil)
+		if err := t.flushEvents(); err != nil {
+			return struct{}{}, err
+		}
+		t.events, t.v.id = nil, 0 // the row is gone: nothing to save
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := s.GC(ctx); err != nil {
+		return fmt.Errorf("delete vault %q: gc: %w", name, err)
+	}
+	return nil
+}
+
+// SetQuota changes the vault's limits. Lowering a limit below current usage
+// is allowed; it only stops further growth.
+func (v *Vault) SetQuota(ctx context.Context, q Quota, meta Meta) (Quota, error) {
+	if err := q.validate(); err != nil {
+		return Quota{}, err
+	}
+	q2, _, err := write(ctx, v.s, v.namespace, v.name, meta, "quota.set", true, func(t *Tx) (Quota, error) {
+		t.v.quota = q
+		t.audit("quota.set", "/", quotaDetails(q))
+		return q, nil
+	})
+	return q2, err
+}
+
+// Usage is the vault's current consumption, as quotas count it.
+type Usage struct {
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
+}
+
+// Quota returns the vault's limits and usage.
+func (v *Vault) Quota(ctx context.Context) (Quota, Usage, error) {
+	type qu struct {
+		q Quota
+		u Usage
+	}
+	r, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (qu, error) {
+		return qu{t.v.quota, Usage{Bytes: t.v.bytes, Files: t.v.files + t.v.dirs}}, nil
+	})
+	return r.q, r.u, err
+}
+
+// SetWorker records which worker owns the vault (the fleet's placement).
+func (v *Vault) SetWorker(ctx context.Context, worker string) error {
+	_, _, err := write(ctx, v.s, v.namespace, v.name, Meta{}, "vault.owner", true, func(t *Tx) (struct{}, error) {
+		t.v.worker = worker
+		return struct{}{}, nil
+	})
+	return err
+}
+
+// Exists reports whether the vault exists.
+func (v *Vault) Exists(ctx context.Context) (bool, error) {
+	_, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (struct{}, error) { return struct{}{}, nil })
+	if errors.Is(err, ErrVaultNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
