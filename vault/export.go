@@ -1,0 +1,228 @@
+package vault
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// exportFormat marks a file written by Export.
+const exportFormat = "avfs-vault-export-1"
+
+// TransferResult is what Export and Import return.
+type TransferResult struct {
+	Info  Info   `json:"vault"`
+	File  string `json:"file"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Export writes vault ns/name, with its checkpoints and audit log, to file:
+// one self-contained SQLite database (journal mode DELETE, no side files)
+// holding exactly the nodes and chunks the vault references, whatever it
+// shares with other vaults here. An existing file is replaced atomically.
+func (s *Store) Export(ctx context.Context, ns, name, file string) (TransferResult, error) {
+	v := s.Vault(ns, name)
+	info, err := v.Info(ctx)
+	if err != nil {
+		return TransferResult{}, err
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
+	}
+	tmp := abs + ".partial"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if err := createExportFile(ctx, tmp); err != nil {
+		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
+	}
+	err = withAttached(ctx, s, tmp, "ex", "BEGIN", func(c *sql.Conn) error {
+		var id, root int64
+		if err := c.QueryRowContext(ctx, `SELECT id, root FROM vaults WHERE namespace=? AND name=?`, ns, name).Scan(&id, &root); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("vault %q: %w", name, ErrVaultNotFound)
+			}
+			return err
+		}
+		stmts := []string{
+			`INSERT INTO ex.meta(key, value) VALUES('format', '` + exportFormat + `')`,
+			`INSERT INTO ex.vaults SELECT * FROM vaults WHERE id=?1`,
+			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1`,
+			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1`) +
+				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
+			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
+			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
+		}
+		for _, q := range stmts {
+			if _, err := c.ExecContext(ctx, q, id); err != nil {
+				return fmt.Errorf("copy: %w", mapSQLErr(err))
+			}
+		}
+		// Chunks: the distinct hashes the exported nodes list.
+		return copyChunks(ctx, c, "ex.nodes", "main.chunks", "ex.chunks")
+	})
+	if err != nil {
+		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
+	}
+	if err := os.Rename(tmp, abs); err != nil {
+		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return TransferResult{}, err
+	}
+	return TransferResult{Info: info, File: file, Bytes: st.Size()}, nil
+}
+
+// copyChunks copies into dst the chunks of src whose hashes the nodes of
+// table nodes list, skipping ones dst already has.
+func copyChunks(ctx context.Context, c *sql.Conn, nodes, src, dst string) error {
+	if _, err := c.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS xfer(hash BLOB PRIMARY KEY) WITHOUT ROWID`); err != nil {
+		return err
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `DROP TABLE IF EXISTS temp.xfer`)
+	rows, err := c.QueryContext(ctx, `SELECT chunks FROM `+nodes+` WHERE chunks IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	seen := map[[hashLen]byte]struct{}{}
+	for rows.Next() {
+		var list []byte
+		if err := rows.Scan(&list); err != nil {
+			rows.Close()
+			return err
+		}
+		for i := 0; i+hashLen <= len(list); i += hashLen {
+			seen[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for h := range seen {
+		if _, err := c.ExecContext(ctx, `INSERT INTO temp.xfer(hash) VALUES(?)`, h[:]); err != nil {
+			return err
+		}
+	}
+	if _, err := c.ExecContext(ctx, `INSERT INTO `+dst+`(hash, data) SELECT s.hash, s.data FROM `+src+` s JOIN temp.xfer x ON x.hash = s.hash WHERE true ON CONFLICT(hash) DO NOTHING`); err != nil {
+		return fmt.Errorf("copy chunks: %w", mapSQLErr(err))
+	}
+	var missing int
+	if err := c.QueryRowContext(ctx, `SELECT count(*) FROM temp.xfer x WHERE NOT EXISTS (SELECT 1 FROM `+dst+` d WHERE d.hash = x.hash)`).Scan(&missing); err != nil {
+		return err
+	}
+	if missing > 0 {
+		return fmt.Errorf("%d chunks missing: %w", missing, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func createExportFile(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, schema)
+	return err
+}
+
+// withAttached runs fn on one connection with file attached as alias,
+// inside a transaction opened by begin. SQLite cannot attach inside a
+// transaction, hence the dedicated connection.
+func withAttached(ctx context.Context, s *Store, file, alias, begin string, fn func(c *sql.Conn) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	uri := "file:" + strings.ReplaceAll(file, "?", "%3f")
+	if _, err := c.ExecContext(ctx, `ATTACH DATABASE ? AS `+alias, uri); err != nil {
+		return fmt.Errorf("attach %s: %w", file, mapSQLErr(err))
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE `+alias)
+	if _, err := c.ExecContext(ctx, begin); err != nil {
+		return mapSQLErr(err)
+	}
+	if err := fn(c); err != nil {
+		c.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		return err
+	}
+	if _, err := c.ExecContext(ctx, `COMMIT`); err != nil {
+		c.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		return mapSQLErr(err)
+	}
+	return nil
+}
+
+// Import restores a file written by Export as vault ns/name. The imported
+// nodes get new ids and start frozen, so they can never collide with or
+// change anything already in this store.
+func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
+	if err := ValidVaultName(ns); err != nil {
+		return TransferResult{}, err
+	}
+	if err := ValidVaultName(name); err != nil {
+		return TransferResult{}, err
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return TransferResult{}, fmt.Errorf("import %s: %w", file, ErrNotFound)
+	}
+	err = withAttached(ctx, s, file, "im", "BEGIN IMMEDIATE", func(c *sql.Conn) error {
+		var format string
+		if err := c.QueryRowContext(ctx, `SELECT value FROM im.meta WHERE key='format'`).Scan(&format); err != nil || format != exportFormat {
+			return fmt.Errorf("%s is not an avfs vault export: %w", file, ErrInvalidArgument)
+		}
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM vaults WHERE namespace=? AND name=?`, ns, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("vault %q: %w", name, ErrVaultExists)
+		}
+		var oldID int64
+		if err := c.QueryRowContext(ctx, `SELECT id FROM im.vaults`).Scan(&oldID); err != nil {
+			return fmt.Errorf("%s holds no vault: %w", file, ErrInvalidArgument)
+		}
+		var off int64
+		if err := c.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM nodes`).Scan(&off); err != nil {
+			return err
+		}
+		now := s.now().UnixNano()
+		res, err := c.ExecContext(ctx, `INSERT INTO vaults(namespace, name, created_at, root, epoch, next_ino, parent, files, dirs, bytes, max_size_mb, max_files, max_file_size_mb)
+			SELECT ?, ?, ?, root + ?, 1, next_ino, NULL, files, dirs, bytes, max_size_mb, max_files, max_file_size_mb FROM im.vaults`, ns, name, now, off)
+		if err != nil {
+			return mapSQLErr(err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		stmts := []string{
+			`INSERT INTO nodes(id, vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks) SELECT id + ?1, ?2, 0, ino, kind, mode, size, mtime, ctime, target, chunks FROM im.nodes`,
+			`INSERT INTO dirents(dir, name, child) SELECT dir + ?1, name, child + ?1 FROM im.dirents`,
+			`INSERT INTO checkpoints(vault, name, root, created_at, message, auto, files, dirs, bytes, next_ino, trace) SELECT ?2, name, root + ?1, created_at, message, auto, files, dirs, bytes, next_ino, trace FROM im.checkpoints`,
+			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details FROM im.audit ORDER BY id`,
+			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, 'vault.import', '/', ?6, ?7, ?8, json_object('file', ?9))`,
+		}
+		for _, q := range stmts {
+			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file)); err != nil {
+				return fmt.Errorf("copy: %w", mapSQLErr(err))
+			}
+		}
+		return copyChunks(ctx, c, "im.nodes", "im.chunks", "main.chunks")
+	})
+	if err != nil {
+		return TransferResult{}, fmt.Errorf("import %s: %w", file, err)
+	}
+	info, err := s.Vault(ns, name).Info(ctx)
+	return TransferResult{Info: info, File: file, Bytes: st.Size()}, err
+}
