@@ -1,0 +1,64 @@
+package messages
+
+// Op names one kind of request. It is the last token of a request subject.
+type Op string
+
+// Operations. Vault-scoped ops address an existing vault; VaultCreate,
+// VaultImport and VaultList address a namespace.
+const (
+	OpVaultCreate Op = "vault.create"
+	OpVaultList   Op = "vault.list"
+	OpVaultInfo   Op = "vault.info"
+	OpVaultFork   Op = "vault.fork"
+	OpVaultDelete Op = "vault.delete"
+	OpVaultExport Op = "vault.export"
+	OpVaultImport Op = "vault.import"
+
+	OpWrite      Op = "file.write"
+	OpWriteBatch Op = "file.write_batch"
+	OpCat        Op = "file.cat"
+	OpLs         Op = "file.ls"
+	OpStat       Op = "file.stat"
+	OpMkdir      Op = "file.mkdir"
+	OpRm         Op = "file.rm"
+	OpMv         Op = "file.mv"
+	OpCp         Op = "file.cp"
+	OpReadTree   Op = "file.read_tree"
+
+	OpCheckpointSave    Op = "checkpoint.save"
+	OpCheckpointList    Op = "checkpoint.list"
+	OpCheckpointRestore Op = "checkpoint.restore"
+	OpCheckpointDelete  Op = "checkpoint.delete"
+	OpCheckpointDiff    Op = "checkpoint.diff"
+
+	OpQuotaGet Op = "quota.get"
+	OpQuotaSet Op = "quota.set"
+	OpAudit    Op = "audit.query"
+
+	OpExec          Op = "exec.run"
+	OpApprovalList  Op = "approval.list"
+	OpApprovalGrant Op = "approval.grant"
+	OpApprovalDeny  Op = "approval.deny"
+	OpApprovalShow  Op = "approval.show"
+	OpPolicyCheck   Op = "policy.check"
+)
+
+// Mutating reports whether op changes state, and so is recorded in the
+// vault's request log for idempotent redelivery.
+func (o Op) Mutating() bool {
+	switch o {
+	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
+		return false
+	}
+	return true
+}
+
+// NeedsVault reports whether op addresses one existing vault.
+func (o Op) NeedsVault() bool {
+	switch o {
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,141 @@
+package messages
+
+import "encoding/json"
+
+// Request is one call. Args holds the op's argument object (the *Args
+// types below); the same document travels over NATS and through the
+// in-process path.
+type Request struct {
+	Op        Op              `json:"op"`
+	Namespace string          `json:"namespace"`
+	Vault     string          `json:"vault,omitempty"`
+	RequestID string          `json:"request_id,omitempty"`
+	Actor     string          `json:"actor,omitempty"`
+	Args      json.RawMessage `json:"args,omitempty"`
+}
+
+// Reply answers a Request: exactly one of Result (the op's result object,
+// the same document `avfs --json` prints) and Error is set.
+type Reply struct {
+	RequestID string          `json:"request_id,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *Error          `json:"error,omitempty"`
+}
+
+// QuotaArgs are quota limits; nil is unlimited.
+type QuotaArgs struct {
+	MaxSizeMB     *int64 `json:"max_size_mb"`
+	MaxFiles      *int64 `json:"max_files"`
+	MaxFileSizeMB *int64 `json:"max_file_size_mb"`
+}
+
+// VaultCreateArgs: vault.create.
+type VaultCreateArgs struct {
+	Quota QuotaArgs `json:"quota"`
+}
+
+// VaultForkArgs: vault.fork; the request's Vault is the source.
+type VaultForkArgs struct {
+	Target     string `json:"target"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+}
+
+// VaultTransferArgs: vault.export and vault.import (File is a path on the
+// machine that serves the request).
+type VaultTransferArgs struct {
+	File string `json:"file"`
+}
+
+// WriteArgs: file.write.
+type WriteArgs struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"` // base64 in JSON
+	Append  bool   `json:"append,omitempty"`
+	Mode    string `json:"mode,omitempty"` // octal, e.g. "0644"
+	Parents bool   `json:"parents,omitempty"`
+}
+
+// BatchFile is one entry of a write batch.
+type BatchFile struct {
+	Path    string `json:"path"`
+	Type    string `json:"type"` // file | dir | symlink
+	Content []byte `json:"content,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	Target  string `json:"target,omitempty"`
+	Mtime   string `json:"mtime,omitempty"` // RFC 3339
+}
+
+// WriteBatchArgs: file.write_batch, many entries in one transaction
+// (bulk import); missing parents are created.
+type WriteBatchArgs struct {
+	Files []BatchFile `json:"files"`
+}
+
+// PathArgs: file.cat, file.stat.
+type PathArgs struct {
+	Path string `json:"path"`
+}
+
+// LsArgs: file.ls.
+type LsArgs struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// MkdirArgs: file.mkdir.
+type MkdirArgs struct {
+	Path    string `json:"path"`
+	Parents bool   `json:"parents,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// RmArgs: file.rm.
+type RmArgs struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// MoveArgs: file.mv and file.cp.
+type MoveArgs struct {
+	Src       string `json:"src"`
+	Dst       string `json:"dst"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// ReadTreeArgs: file.read_tree, a page of a subtree with contents (bulk
+// export). Pages end after about MaxBytes of content; pass the returned
+// Next as After to continue.
+type ReadTreeArgs struct {
+	Path     string `json:"path"`
+	After    string `json:"after,omitempty"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
+}
+
+// CheckpointArgs: checkpoint.save, restore, delete.
+type CheckpointArgs struct {
+	Name    string `json:"name"`
+	Message string `json:"message,omitempty"`
+}
+
+// DiffArgs: checkpoint.diff; an empty To is the current tree.
+type DiffArgs struct {
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
+}
+
+// QuotaSetArgs: quota.set, one key as in VaultInfo.quota; Value nil or
+// negative clears the limit.
+type QuotaSetArgs struct {
+	Key   string `json:"key"`
+	Value *int64 `json:"value"`
+}
+
+// AuditArgs: audit.query.
+type AuditArgs struct {
+	Since   string `json:"since,omitempty"` // RFC 3339 or a duration ago ("10m")
+	Action  string `json:"action,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+	AfterID int64  `json:"after_id,omitempty"`
+}

@@ -1,0 +1,180 @@
+package messages
+
+// VaultInfo describes a vault (spec/cli.md).
+type VaultInfo struct {
+	Name        string    `json:"name"`
+	Namespace   string    `json:"namespace"`
+	CreatedAt   string    `json:"created_at"`
+	Files       int64     `json:"files"`
+	Dirs        int64     `json:"dirs"`
+	Bytes       int64     `json:"bytes"`
+	StoredBytes int64     `json:"stored_bytes"`
+	Checkpoints int64     `json:"checkpoints"`
+	Parent      *string   `json:"parent"`
+	Quota       QuotaArgs `json:"quota"`
+	Worker      string    `json:"worker"`
+}
+
+// VaultResult: vault.create, vault.info (and `vault use`).
+type VaultResult struct {
+	Vault VaultInfo `json:"vault"`
+}
+
+// VaultListResult: vault.list.
+type VaultListResult struct {
+	Vaults []VaultInfo `json:"vaults"`
+}
+
+// ForkResult: vault.fork.
+type ForkResult struct {
+	Vault      VaultInfo `json:"vault"`
+	Source     string    `json:"source"`
+	DurationMS float64   `json:"duration_ms"`
+}
+
+// DeletedResult: vault.delete, checkpoint.delete.
+type DeletedResult struct {
+	Deleted string `json:"deleted"`
+}
+
+// TransferResult: vault.export, vault.import.
+type TransferResult struct {
+	Vault VaultInfo `json:"vault"`
+	File  string    `json:"file"`
+	Bytes int64     `json:"bytes"`
+}
+
+// WriteResult: file.write.
+type WriteResult struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Created bool   `json:"created"`
+}
+
+// CatResult: file.cat. Content is set for UTF-8 text, ContentBase64
+// otherwise.
+type CatResult struct {
+	Path          string  `json:"path"`
+	Size          int64   `json:"size"`
+	Content       *string `json:"content,omitempty"`
+	ContentBase64 *string `json:"content_base64,omitempty"`
+}
+
+// Entry describes a file, directory or symlink (file.stat, file.ls).
+type Entry struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Type   string `json:"type"`
+	Size   int64  `json:"size"`
+	Mode   string `json:"mode"`
+	Mtime  string `json:"mtime"`
+	Ino    uint64 `json:"ino"`
+	Target string `json:"target,omitempty"`
+}
+
+// LsResult: file.ls.
+type LsResult struct {
+	Path    string  `json:"path"`
+	Entries []Entry `json:"entries"`
+}
+
+// PathResult: file.mkdir, file.rm, file.mv, file.cp.
+type PathResult struct {
+	Path    string `json:"path"`
+	From    string `json:"from,omitempty"`
+	Removed bool   `json:"removed,omitempty"`
+}
+
+// BatchResult: file.write_batch and the CLI's import/export.
+type BatchResult struct {
+	Files      int64   `json:"files"`
+	Dirs       int64   `json:"dirs"`
+	Bytes      int64   `json:"bytes"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// ReadTreeResult: file.read_tree.
+type ReadTreeResult struct {
+	Files []BatchFile `json:"files"`
+	Next  string      `json:"next,omitempty"` // empty when done
+}
+
+// Checkpoint describes a checkpoint.
+type Checkpoint struct {
+	Name      string `json:"name"`
+	CreatedAt string `json:"created_at"`
+	Files     int64  `json:"files"`
+	Bytes     int64  `json:"bytes"`
+	Message   string `json:"message"`
+	Auto      bool   `json:"auto"`
+}
+
+// CheckpointResult: checkpoint.save.
+type CheckpointResult struct {
+	Checkpoint Checkpoint `json:"checkpoint"`
+}
+
+// CheckpointListResult: checkpoint.list.
+type CheckpointListResult struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// Change is one changed path.
+type Change struct {
+	Path string `json:"path"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+}
+
+// ChangeSummary compares two states of a vault; lists sorted by path.
+type ChangeSummary struct {
+	Added        []Change `json:"added"`
+	Modified     []Change `json:"modified"`
+	Deleted      []Change `json:"deleted"`
+	BytesAdded   int64    `json:"bytes_added"`
+	BytesRemoved int64    `json:"bytes_removed"`
+}
+
+// RestoreResult: checkpoint.restore; Changes is what the restore undid.
+type RestoreResult struct {
+	Checkpoint Checkpoint    `json:"checkpoint"`
+	Changes    ChangeSummary `json:"changes"`
+}
+
+// DiffResult: checkpoint.diff.
+type DiffResult struct {
+	From    string        `json:"from"`
+	To      string        `json:"to"`
+	Changes ChangeSummary `json:"changes"`
+}
+
+// Usage is what quotas count.
+type Usage struct {
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
+}
+
+// QuotaResult: quota.get, quota.set.
+type QuotaResult struct {
+	Quota QuotaArgs `json:"quota"`
+	Usage Usage     `json:"usage"`
+}
+
+// AuditEvent is one audit record.
+type AuditEvent struct {
+	ID        int64          `json:"id"`
+	Time      string         `json:"time"`
+	Namespace string         `json:"namespace"`
+	Vault     string         `json:"vault"`
+	Action    string         `json:"action"`
+	Path      string         `json:"path"`
+	Actor     string         `json:"actor"`
+	RequestID string         `json:"request_id"`
+	TraceID   string         `json:"trace_id"`
+	Details   map[string]any `json:"details"`
+}
+
+// AuditResult: audit.query.
+type AuditResult struct {
+	Events []AuditEvent `json:"events"`
+}
