@@ -1,0 +1,165 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is the effective configuration.
+type Config struct {
+	Home      string `mapstructure:"home"`
+	Vault     string `mapstructure:"vault"`
+	Namespace string `mapstructure:"namespace"`
+	Actor     string `mapstructure:"actor"`
+	LogLevel  string `mapstructure:"log_level"`
+	Store     Store  `mapstructure:"store"`
+	NATS      NATS   `mapstructure:"nats"`
+	Exec      Exec   `mapstructure:"exec"`
+	Policy    Policy `mapstructure:"policy"`
+	Approvals struct {
+		TTL time.Duration `mapstructure:"ttl"`
+	} `mapstructure:"approvals"`
+}
+
+// Store configures the vault database.
+type Store struct {
+	Synchronous string `mapstructure:"synchronous"`
+}
+
+// NATS says how to reach a fleet. Secrets are never printed.
+type NATS struct {
+	URL      string `mapstructure:"url"`
+	Creds    string `mapstructure:"creds"`
+	User     string `mapstructure:"user"`
+	Password string `mapstructure:"password"`
+	Token    string `mapstructure:"token"`
+	NKey     string `mapstructure:"nkey"`
+	TLS      struct {
+		Cert string `mapstructure:"cert"`
+		Key  string `mapstructure:"key"`
+		CA   string `mapstructure:"ca"`
+	} `mapstructure:"tls"`
+}
+
+// Exec configures command runs.
+type Exec struct {
+	Timeout   time.Duration `mapstructure:"timeout"`
+	Grace     time.Duration `mapstructure:"grace"`
+	MaxOutput int           `mapstructure:"max_output"`
+	EnvAllow  []string      `mapstructure:"env_allow"`
+}
+
+// Policy configures the policy engine; empty Rules means the built-in set.
+type Policy struct {
+	Rules    []map[string]any `mapstructure:"rules"`
+	Fallback string           `mapstructure:"fallback"`
+}
+
+// secretKeys are shown as "***" by Show.
+var secretKeys = []string{"nats.password", "nats.token", "nats.nkey", "nats.creds"}
+
+// DefaultHome is ~/.avfs.
+func DefaultHome() string {
+	h, err := os.UserHomeDir()
+	if err != nil || h == "" {
+		return ".avfs"
+	}
+	return filepath.Join(h, ".avfs")
+}
+
+func defaults(v *viper.Viper) {
+	v.SetDefault("home", DefaultHome())
+	v.SetDefault("vault", "")
+	v.SetDefault("namespace", "default")
+	v.SetDefault("actor", "")
+	v.SetDefault("log_level", "warn")
+	v.SetDefault("store.synchronous", "NORMAL")
+	v.SetDefault("nats.url", "")
+	for _, k := range []string{"creds", "user", "password", "token", "nkey", "tls.cert", "tls.key", "tls.ca"} {
+		v.SetDefault("nats."+k, "")
+	}
+	v.SetDefault("exec.timeout", 300*time.Second)
+	v.SetDefault("exec.grace", 5*time.Second)
+	v.SetDefault("exec.max_output", 1<<20)
+	v.SetDefault("exec.env_allow", []string{})
+	v.SetDefault("policy.rules", []map[string]any{})
+	v.SetDefault("policy.fallback", "allow_with_checkpoint")
+	v.SetDefault("approvals.ttl", time.Hour)
+}
+
+// Load builds the configuration. flags may bind "home", "vault",
+// "namespace", "nats" (nats.url) and "config"; file is an explicit config
+// file ("" = $AVFS_CONFIG, else $home/avfs.yaml if present).
+func Load(flags *pflag.FlagSet) (*Config, *viper.Viper, error) {
+	v := viper.New()
+	defaults(v)
+	v.SetEnvPrefix("AVFS")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if flags != nil {
+		for key, flag := range map[string]string{"home": "home", "vault": "vault", "namespace": "namespace", "nats.url": "nats"} {
+			if f := flags.Lookup(flag); f != nil {
+				if err := v.BindPFlag(key, f); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	file := os.Getenv("AVFS_CONFIG")
+	if flags != nil {
+		if f := flags.Lookup("config"); f != nil && f.Changed {
+			file = f.Value.String()
+		}
+	}
+	explicit := file != ""
+	if !explicit {
+		file = filepath.Join(v.GetString("home"), "avfs.yaml")
+	}
+	v.SetConfigFile(file)
+	if err := v.ReadInConfig(); err != nil {
+		var nf viper.ConfigFileNotFoundError
+		if explicit || !(errors.As(err, &nf) || errors.Is(err, os.ErrNotExist)) {
+			if _, statErr := os.Stat(file); explicit || statErr == nil {
+				return nil, nil, fmt.Errorf("config %s: %w", file, err)
+			}
+		}
+	}
+	var c Config
+	if err := v.Unmarshal(&c); err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	if c.Home == "" {
+		c.Home = DefaultHome()
+	}
+	return &c, v, nil
+}
+
+// StorePath is the vault database under home.
+func (c *Config) StorePath() string { return filepath.Join(c.Home, "store.db") }
+
+// Show returns the effective settings as a flat sorted map with secrets
+// masked.
+func Show(v *viper.Viper) map[string]any {
+	out := map[string]any{}
+	keys := v.AllKeys()
+	sort.Strings(keys)
+	for _, k := range keys {
+		val := v.Get(k)
+		for _, s := range secretKeys {
+			if k == s && fmt.Sprint(val) != "" {
+				val = "***"
+			}
+		}
+		out[k] = val
+	}
+	out["config_file"] = v.ConfigFileUsed()
+	return out
+}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestLayering(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "avfs.yaml"), []byte("namespace: fromfile\nexec:\n  timeout: 7s\nnats:\n  password: hunter2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AVFS_HOME", home)
+	t.Setenv("AVFS_EXEC_GRACE", "2s")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String("home", "", "")
+	fs.String("vault", "", "")
+	fs.String("namespace", "", "")
+	fs.String("nats", "", "")
+	fs.String("config", "", "")
+	if err := fs.Parse([]string{"--vault", "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, v, err := Load(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Home != home || c.Namespace != "fromfile" || c.Vault != "v1" || c.Exec.Timeout != 7*time.Second || c.Exec.Grace != 2*time.Second {
+		t.Fatalf("got home=%q ns=%q vault=%q timeout=%v grace=%v", c.Home, c.Namespace, c.Vault, c.Exec.Timeout, c.Exec.Grace)
+	}
+	if got := Show(v)["nats.password"]; got != "***" {
+		t.Fatalf("config show printed the password: %v", got)
+	}
+}
+
+func TestNoFileWorks(t *testing.T) {
+	t.Setenv("AVFS_HOME", t.TempDir())
+	c, _, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "default" || c.Exec.Timeout != 300*time.Second || c.Approvals.TTL != time.Hour {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestBadExplicitFile(t *testing.T) {
+	t.Setenv("AVFS_HOME", t.TempDir())
+	t.Setenv("AVFS_CONFIG", filepath.Join(t.TempDir(), "missing.yaml"))
+	if _, _, err := Load(nil); err == nil {
+		t.Fatal("a missing explicit config file was ignored")
+	}
+}

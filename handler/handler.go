@@ -1,0 +1,605 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/vault"
+)
+
+// Handler serves requests against one store. It is safe for concurrent use.
+type Handler struct {
+	store  *vault.Store
+	log    *slog.Logger
+	worker string
+	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
+}
+
+// Options configure a Handler.
+type Options struct {
+	Logger *slog.Logger
+	// Worker is the id recorded as the owner of vaults this handler
+	// creates and reported in envelopes; "local" in-process.
+	Worker string
+}
+
+// New returns a Handler serving store.
+func New(store *vault.Store, o Options) *Handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Worker == "" {
+		o.Worker = "local"
+	}
+	h := &Handler{store: store, log: o.Logger, worker: o.Worker}
+	h.ops = map[messages.Op]func(context.Context, messages.Request) (any, error){
+		messages.OpVaultCreate:       bind(h.vaultCreate),
+		messages.OpVaultList:         bind(h.vaultList),
+		messages.OpVaultInfo:         bind(h.vaultInfo),
+		messages.OpVaultFork:         bind(h.vaultFork),
+		messages.OpVaultDelete:       bind(h.vaultDelete),
+		messages.OpVaultExport:       bind(h.vaultExport),
+		messages.OpVaultImport:       bind(h.vaultImport),
+		messages.OpWrite:             bind(h.write),
+		messages.OpWriteBatch:        bind(h.writeBatch),
+		messages.OpCat:               bind(h.cat),
+		messages.OpLs:                bind(h.ls),
+		messages.OpStat:              bind(h.stat),
+		messages.OpMkdir:             bind(h.mkdir),
+		messages.OpRm:                bind(h.rm),
+		messages.OpMv:                bind(h.mv),
+		messages.OpCp:                bind(h.cp),
+		messages.OpReadTree:          bind(h.readTree),
+		messages.OpCheckpointSave:    bind(h.checkpointSave),
+		messages.OpCheckpointList:    bind(h.checkpointList),
+		messages.OpCheckpointRestore: bind(h.checkpointRestore),
+		messages.OpCheckpointDelete:  bind(h.checkpointDelete),
+		messages.OpCheckpointDiff:    bind(h.checkpointDiff),
+		messages.OpQuotaGet:          bind(h.quotaGet),
+		messages.OpQuotaSet:          bind(h.quotaSet),
+		messages.OpAudit:             bind(h.audit),
+	}
+	return h
+}
+
+// Register adds or replaces the implementation of op; the exec and
+// approval layers plug in this way without the handler importing them.
+func Register[A any](h *Handler, op messages.Op, fn func(ctx context.Context, req messages.Request, args A) (any, error)) {
+	h.ops[op] = bind(fn)
+}
+
+// Store is the store the handler serves.
+func (h *Handler) Store() *vault.Store { return h.store }
+
+// Worker is the handler's worker id.
+func (h *Handler) Worker() string { return h.worker }
+
+// bind decodes a request's args strictly into A before calling fn.
+func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) func(context.Context, messages.Request) (any, error) {
+	return func(ctx context.Context, req messages.Request) (any, error) {
+		var args A
+		if len(bytes.TrimSpace(req.Args)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
+			dec := json.NewDecoder(bytes.NewReader(req.Args))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&args); err != nil {
+				return nil, messages.Errorf(messages.CodeInvalidArgument, "%s: bad args: %v", req.Op, err)
+			}
+		}
+		return fn(ctx, req, args)
+	}
+}
+
+// Handle serves one request. It never panics on bad input: every failure
+// is a reply with an error code.
+func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep messages.Reply) {
+	rep.RequestID = req.RequestID
+	res, err := h.handle(ctx, req)
+	if err != nil {
+		rep.Error = ToError(err)
+		return rep
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		rep.Error = ToError(fmt.Errorf("encode result: %w", err))
+		return rep
+	}
+	rep.Result = b
+	return rep
+}
+
+func (h *Handler) handle(ctx context.Context, req messages.Request) (any, error) {
+	fn, ok := h.ops[req.Op]
+	if !ok {
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "unknown op %q", req.Op)
+	}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if err := vault.ValidVaultName(req.Namespace); err != nil {
+		return nil, err
+	}
+	if req.Op.NeedsVault() || req.Op == messages.OpVaultCreate || req.Op == messages.OpVaultImport {
+		if req.Vault == "" {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "%s needs a vault (--vault or AVFS_VAULT)", req.Op)
+		}
+		if err := vault.ValidVaultName(req.Vault); err != nil {
+			return nil, err
+		}
+	}
+	return fn(ctx, req)
+}
+
+func meta(req messages.Request) vault.Meta {
+	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID}
+}
+
+// subMeta derives the meta of the n-th vault transaction of a request
+// made of several, so each has its own request-log key.
+func subMeta(req messages.Request, n int) vault.Meta {
+	m := meta(req)
+	if m.RequestID != "" && n > 0 {
+		m.RequestID += "/" + strconv.Itoa(n)
+	}
+	return m
+}
+
+func (h *Handler) vault(req messages.Request) *vault.Vault {
+	return h.store.Vault(req.Namespace, req.Vault)
+}
+
+func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messages.VaultCreateArgs) (any, error) {
+	in, err := h.store.Create(ctx, req.Namespace, req.Vault, quota(a.Quota), meta(req))
+	if err != nil {
+		return nil, err
+	}
+	return messages.VaultResult{Vault: vaultInfo(in)}, nil
+}
+
+func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+	ins, err := h.store.List(ctx, req.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := messages.VaultListResult{Vaults: make([]messages.VaultInfo, len(ins))}
+	for i, in := range ins {
+		out.Vaults[i] = vaultInfo(in)
+	}
+	return out, nil
+}
+
+func (h *Handler) vaultInfo(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+	in, err := h.vault(req).Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return messages.VaultResult{Vault: vaultInfo(in)}, nil
+}
+
+func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a messages.VaultForkArgs) (any, error) {
+	if a.Target == "" {
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "fork needs a target vault name")
+	}
+	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(req))
+	if err != nil {
+		return nil, err
+	}
+	in, err := h.store.Vault(req.Namespace, a.Target).Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return messages.ForkResult{Vault: vaultInfo(in), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
+}
+
+func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+	if err := h.store.Delete(ctx, req.Namespace, req.Vault, meta(req)); err != nil {
+		return nil, err
+	}
+	return messages.DeletedResult{Deleted: req.Vault}, nil
+}
+
+func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if a.File == "" {
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "export needs a file")
+	}
+	res, err := h.store.Export(ctx, req.Namespace, req.Vault, a.File)
+	if err != nil {
+		return nil, err
+	}
+	return messages.TransferResult{Vault: vaultInfo(res.Info), File: res.File, Bytes: res.Bytes}, nil
+}
+
+func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if a.File == "" {
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
+	}
+	res, err := h.store.Import(ctx, a.File, req.Namespace, req.Vault, meta(req))
+	if err != nil {
+		return nil, err
+	}
+	return messages.TransferResult{Vault: vaultInfo(res.Info), File: res.File, Bytes: res.Bytes}, nil
+}
+
+// ParseMode parses an octal permission string such as "0644" or "755".
+func ParseMode(s string) (fs.FileMode, error) {
+	if s == "" {
+		return 0, nil
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, messages.Errorf(messages.CodeInvalidArgument, "mode %q: want octal permission bits like 0644", s)
+	}
+	return fs.FileMode(m), nil
+}
+
+func (h *Handler) write(ctx context.Context, req messages.Request, a messages.WriteArgs) (any, error) {
+	mode, err := ParseMode(a.Mode)
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}, meta(req))
+	if err != nil {
+		return nil, err
+	}
+	return messages.WriteResult{Path: r.Path, Size: r.Size, Created: r.Created}, nil
+}
+
+func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
+	start := time.Now()
+	var out messages.BatchResult
+	err := h.vault(req).Update(ctx, meta(req), func(tx *vault.Tx) error {
+		out = messages.BatchResult{}
+		for _, f := range a.Files {
+			mode, err := ParseMode(f.Mode)
+			if err != nil {
+				return err
+			}
+			switch f.Type {
+			case "dir":
+				if err := tx.Mkdir(f.Path, mode, true); err != nil {
+					return err
+				}
+				out.Dirs++
+			case "symlink":
+				if err := replaceable(tx, f.Path); err != nil {
+					return err
+				}
+				if err := tx.Mkdir(parentPath(f.Path), 0, true); err != nil {
+					return err
+				}
+				if err := tx.Symlink(f.Target, f.Path); err != nil {
+					return err
+				}
+				out.Files++
+			case "file", "":
+				if _, err := tx.WriteFile(f.Path, f.Content, vault.WriteOptions{Mode: mode, Parents: true}); err != nil {
+					return err
+				}
+				out.Files++
+				out.Bytes += int64(len(f.Content))
+			default:
+				return messages.Errorf(messages.CodeInvalidArgument, "%s: unknown type %q", f.Path, f.Type)
+			}
+			if f.Mtime != "" {
+				mt, err := time.Parse(time.RFC3339Nano, f.Mtime)
+				if err != nil {
+					return messages.Errorf(messages.CodeInvalidArgument, "%s: mtime %q: %v", f.Path, f.Mtime, err)
+				}
+				if _, err := tx.SetAttr(f.Path, nil, &mt); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	out.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	return out, err
+}
+
+// replaceable removes a non-directory at p so a batch can put a new entry
+// there; a missing entry is fine.
+func replaceable(tx *vault.Tx, p string) error {
+	e, err := tx.Stat(p)
+	if err != nil {
+		return nil
+	}
+	if e.Kind == vault.KindDir {
+		return fmt.Errorf("%s: %w", p, vault.ErrIsDir)
+	}
+	return tx.Remove(p, vault.RemoveOptions{FileOnly: true})
+}
+
+func parentPath(p string) string {
+	i := strings.LastIndexByte(strings.TrimSuffix(p, "/"), '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {
+	data, e, err := h.vault(req).ReadFile(ctx, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	out := messages.CatResult{Path: e.Path, Size: e.Size}
+	if utf8.Valid(data) {
+		s := string(data)
+		out.Content = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(data)
+		out.ContentBase64 = &s
+	}
+	return out, nil
+}
+
+func (h *Handler) stat(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {
+	e, err := h.vault(req).Stat(ctx, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	return entry(e), nil
+}
+
+func (h *Handler) ls(ctx context.Context, req messages.Request, a messages.LsArgs) (any, error) {
+	if a.Path == "" {
+		a.Path = "/"
+	}
+	out := messages.LsResult{Entries: []messages.Entry{}}
+	err := h.vault(req).View(ctx, func(tx *vault.Tx) error {
+		e, err := tx.Stat(a.Path)
+		if err != nil {
+			return err
+		}
+		out.Path = e.Path
+		if e.Kind != vault.KindDir {
+			out.Entries = append(out.Entries, entry(e))
+			return nil
+		}
+		var walk func(p string) error
+		walk = func(p string) error {
+			es, err := tx.ReadDir(p)
+			if err != nil {
+				return err
+			}
+			for _, e := range es {
+				out.Entries = append(out.Entries, entry(e))
+				if a.Recursive && e.Kind == vault.KindDir {
+					if err := walk(e.Path); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		return walk(e.Path)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (h *Handler) mkdir(ctx context.Context, req messages.Request, a messages.MkdirArgs) (any, error) {
+	mode, err := ParseMode(a.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.vault(req).Mkdir(ctx, a.Path, mode, a.Parents, meta(req)); err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Path}, nil
+}
+
+func (h *Handler) rm(ctx context.Context, req messages.Request, a messages.RmArgs) (any, error) {
+	err := h.vault(req).Remove(ctx, a.Path, vault.RemoveOptions{Recursive: a.Recursive}, meta(req))
+	if a.Force && isNotFound(err) {
+		return messages.PathResult{Path: a.Path, Removed: false}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Path, Removed: true}, nil
+}
+
+func isNotFound(err error) bool {
+	return err != nil && ToError(err).Code == messages.CodeNotFound
+}
+
+func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+	if err := h.vault(req).Rename(ctx, a.Src, a.Dst, vault.RenameOptions{}, meta(req)); err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
+}
+
+func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+	if err := h.vault(req).Copy(ctx, a.Src, a.Dst, a.Recursive, meta(req)); err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
+}
+
+// readTree returns a page of the subtree at a.Path, depth first in name
+// order, with file contents, for bulk export. The cursor (After, Next) is
+// the number of entries already returned.
+func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages.ReadTreeArgs) (any, error) {
+	if a.Path == "" {
+		a.Path = "/"
+	}
+	skip := 0
+	if a.After != "" {
+		n, err := strconv.Atoi(a.After)
+		if err != nil || n < 0 {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "read_tree cursor %q", a.After)
+		}
+		skip = n
+	}
+	out := messages.ReadTreeResult{Files: []messages.BatchFile{}}
+	errFull := errors.New("page full")
+	var size int64
+	seen := 0
+	err := h.vault(req).View(ctx, func(tx *vault.Tx) error {
+		var walk func(p string) error
+		walk = func(p string) error {
+			es, err := tx.ReadDir(p)
+			if err != nil {
+				return err
+			}
+			for _, e := range es {
+				seen++
+				if seen > skip {
+					if a.MaxBytes > 0 && size > 0 && size+e.Size > a.MaxBytes {
+						out.Next = strconv.Itoa(seen - 1)
+						return errFull
+					}
+					f := messages.BatchFile{Path: e.Path, Type: e.Kind.String(), Mode: fmt.Sprintf("%04o", uint32(e.Mode)), Target: e.Target, Mtime: rfc3339(e.Mtime)}
+					if e.Kind == vault.KindFile {
+						data, _, err := tx.ReadFile(e.Path)
+						if err != nil {
+							return err
+						}
+						f.Content = data
+						size += int64(len(data))
+					}
+					out.Files = append(out.Files, f)
+				}
+				if e.Kind == vault.KindDir {
+					if err := walk(e.Path); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+		return walk(a.Path)
+	})
+	if err != nil && !errors.Is(err, errFull) {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+	c, err := h.vault(req).SaveCheckpoint(ctx, a.Name, a.Message, false, meta(req))
+	if err != nil {
+		return nil, err
+	}
+	return messages.CheckpointResult{Checkpoint: checkpoint(c)}, nil
+}
+
+func (h *Handler) checkpointList(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+	cs, err := h.vault(req).Checkpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := messages.CheckpointListResult{Checkpoints: make([]messages.Checkpoint, len(cs))}
+	for i, c := range cs {
+		out.Checkpoints[i] = checkpoint(c)
+	}
+	return out, nil
+}
+
+func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+	r, err := h.vault(req).RestoreCheckpoint(ctx, a.Name, meta(req))
+	if err != nil {
+		return nil, err
+	}
+	return messages.RestoreResult{Checkpoint: checkpoint(r.Checkpoint), Changes: Changes(r.Changes)}, nil
+}
+
+func (h *Handler) checkpointDelete(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+	if err := h.vault(req).DeleteCheckpoint(ctx, a.Name, meta(req)); err != nil {
+		return nil, err
+	}
+	return messages.DeletedResult{Deleted: a.Name}, nil
+}
+
+func (h *Handler) checkpointDiff(ctx context.Context, req messages.Request, a messages.DiffArgs) (any, error) {
+	if a.From == "" {
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "diff needs a checkpoint to compare from")
+	}
+	c, err := h.vault(req).Diff(ctx, a.From, a.To)
+	if err != nil {
+		return nil, err
+	}
+	to := a.To
+	if to == "" {
+		to = "current"
+	}
+	return messages.DiffResult{From: a.From, To: to, Changes: Changes(c)}, nil
+}
+
+func (h *Handler) quotaGet(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+	q, u, err := h.vault(req).Quota(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files}}, nil
+}
+
+func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages.QuotaSetArgs) (any, error) {
+	v := h.vault(req)
+	q, _, err := v.Quota(ctx)
+	if err != nil {
+		return nil, err
+	}
+	val := a.Value
+	if val != nil && *val < 0 {
+		val = nil
+	}
+	switch a.Key {
+	case "max_size_mb":
+		q.MaxSizeMB = val
+	case "max_files":
+		q.MaxFiles = val
+	case "max_file_size_mb":
+		q.MaxFileSizeMB = val
+	default:
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "quota key %q: want max_size_mb, max_files or max_file_size_mb", a.Key)
+	}
+	if _, err := v.SetQuota(ctx, q, meta(req)); err != nil {
+		return nil, err
+	}
+	return h.quotaGet(ctx, req, struct{}{})
+}
+
+// ParseSince accepts an RFC 3339 time or a duration before now ("15m").
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, messages.Errorf(messages.CodeInvalidArgument, "since %q: want an RFC 3339 time or a duration like 15m", s)
+}
+
+func (h *Handler) audit(ctx context.Context, req messages.Request, a messages.AuditArgs) (any, error) {
+	since, err := ParseSince(a.Since, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	evs, err := h.vault(req).Audit(ctx, vault.AuditFilter{Since: since, Action: a.Action, Path: a.Path, Limit: a.Limit, AfterID: a.AfterID})
+	if err != nil {
+		return nil, err
+	}
+	out := messages.AuditResult{Events: make([]messages.AuditEvent, len(evs))}
+	for i, e := range evs {
+		out.Events[i] = auditEvent(e)
+	}
+	return out, nil
+}

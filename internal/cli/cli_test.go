@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type env struct {
+	t    testing.TB
+	home string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("AVFS_HOME", home)
+	t.Setenv("AVFS_VAULT", "")
+	return &env{t: t, home: home}
+}
+
+// run executes avfs with args and returns stdout, stderr and the exit status.
+func (e *env) run(stdin string, args ...string) (string, string, int) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), args, strings.NewReader(stdin), &out, &errb, Options{})
+	return out.String(), errb.String(), code
+}
+
+// ok runs a command that must succeed and decodes its JSON.
+func (e *env) ok(args ...string) map[string]any {
+	e.t.Helper()
+	out, errs, code := e.run("", args...)
+	if code != 0 {
+		e.t.Fatalf("avfs %v: exit %d\nstdout %s\nstderr %s", args, code, out, errs)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		e.t.Fatalf("avfs %v: stdout is not one JSON document: %v\n%s", args, err, out)
+	}
+	return m
+}
+
+// fails runs a command that must fail with code and exit status.
+func (e *env) fails(wantExit int, wantCode string, args ...string) map[string]any {
+	e.t.Helper()
+	out, _, code := e.run("", args...)
+	if code != wantExit {
+		e.t.Fatalf("avfs %v: exit %d, want %d\n%s", args, code, wantExit, out)
+	}
+	var doc struct {
+		Error struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		e.t.Fatalf("avfs %v: error output is not JSON: %v\n%s", args, err, out)
+	}
+	if doc.Error.Code != wantCode {
+		e.t.Fatalf("avfs %v: code %q, want %q (%s)", args, doc.Error.Code, wantCode, doc.Error.Message)
+	}
+	return doc.Error.Details
+}
+
+func TestVaultWorkflow(t *testing.T) {
+	e := newEnv(t)
+	v := e.ok("vault", "create", "work", "--json")["vault"].(map[string]any)
+	if v["name"] != "work" || v["namespace"] != "default" || v["parent"] != nil {
+		t.Fatalf("create: %v", v)
+	}
+	e.ok("vault", "use", "work")
+	w := e.ok("write", "/src/main.go", "package main\n", "-p")
+	if w["created"] != true || w["size"] != float64(13) {
+		t.Fatalf("write: %v", w)
+	}
+	if got := e.ok("cat", "/src/main.go")["content"]; got != "package main\n" {
+		t.Fatalf("cat: %v", got)
+	}
+	out, _, code := e.run("piped\n", "write", "/stdin.txt")
+	if code != 0 {
+		t.Fatalf("write from stdin: %s", out)
+	}
+	e.ok("checkpoint", "save", "base", "-m", "first")
+	e.ok("write", "/src/main.go", "package main // changed\n")
+	e.ok("rm", "/stdin.txt")
+	d := e.ok("checkpoint", "diff", "base")["changes"].(map[string]any)
+	if len(d["modified"].([]any)) != 1 || len(d["deleted"].([]any)) != 1 {
+		t.Fatalf("diff: %v", d)
+	}
+	r := e.ok("checkpoint", "restore", "base")
+	if ch := r["changes"].(map[string]any); len(ch["deleted"].([]any)) != 1 {
+		t.Fatalf("restore changes: %v", ch)
+	}
+	if got := e.ok("cat", "/stdin.txt")["content"]; got != "piped\n" {
+		t.Fatalf("after restore: %v", got)
+	}
+	f := e.ok("vault", "fork", "work", "copy")
+	if f["source"] != "work" || f["vault"].(map[string]any)["parent"] != "work" {
+		t.Fatalf("fork: %v", f)
+	}
+	ls := e.ok("ls", "/", "-R", "--vault", "copy")["entries"].([]any)
+	if len(ls) != 3 {
+		t.Fatalf("ls -R of fork: %v", ls)
+	}
+	list := e.ok("vault", "list")["vaults"].([]any)
+	if len(list) != 2 {
+		t.Fatalf("list: %v", list)
+	}
+	ev := e.ok("audit", "--action", "checkpoint.")["events"].([]any)
+	if len(ev) != 2 {
+		t.Fatalf("audit checkpoint events: %v", ev)
+	}
+	e.ok("vault", "delete", "work", "--yes")
+	if got := e.ok("cat", "/src/main.go", "--vault", "copy")["content"]; got != "package main\n" {
+		t.Fatalf("fork after parent delete: %v", got)
+	}
+}
+
+func TestErrorsAndExitCodes(t *testing.T) {
+	e := newEnv(t)
+	e.fails(1, "VAULT_NOT_FOUND", "vault", "info", "nope")
+	e.ok("vault", "create", "q", "--max-file-size-mb", "1")
+	e.fails(1, "VAULT_EXISTS", "vault", "create", "q")
+	e.fails(1, "INVALID_PATH", "write", "--vault", "q", "/../etc/passwd", "x")
+	e.fails(1, "NOT_FOUND", "cat", "--vault", "q", "/missing")
+	e.fails(1, "CHECKPOINT_NOT_FOUND", "checkpoint", "restore", "nope", "--vault", "q")
+	e.fails(2, "INVALID_ARGUMENT", "vault", "create")
+	e.fails(2, "INVALID_ARGUMENT", "vault", "delete", "q")
+	big := strings.Repeat("x", 2<<20)
+	out, _, code := e.run(big, "write", "/big", "--vault", "q")
+	if code != 1 || !strings.Contains(out, "QUOTA_EXCEEDED") {
+		t.Fatalf("2 MiB write into a 1 MiB file quota: exit %d %s", code, out)
+	}
+	var doc struct {
+		Error struct {
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	json.Unmarshal([]byte(out), &doc)
+	if doc.Error.Details["limit"] != "max_file_size_mb" || doc.Error.Details["max"] != float64(1) || doc.Error.Details["requested"] != float64(2<<20) {
+		t.Fatalf("quota details: %v", doc.Error.Details)
+	}
+	if n := e.ok("vault", "info", "q")["vault"].(map[string]any)["files"]; n != float64(0) {
+		t.Fatalf("rejected write left %v files", n)
+	}
+	e.fails(1, "INVALID_ARGUMENT", "write", "/x", "y") // no vault chosen
+}
+
+func TestHostImportExportAndVaultTransfer(t *testing.T) {
+	e := newEnv(t)
+	src := t.TempDir()
+	files := map[string]string{"a.txt": "alpha", "dir/b.bin": "\x00\x01\x02", "dir/sub/c.sh": "#!/bin/sh\necho hi\n"}
+	for p, c := range files {
+		hp := filepath.Join(src, p)
+		os.MkdirAll(filepath.Dir(hp), 0o755)
+		os.WriteFile(hp, []byte(c), 0o644)
+	}
+	os.Chmod(filepath.Join(src, "dir/sub/c.sh"), 0o755)
+	os.Symlink("a.txt", filepath.Join(src, "link"))
+	e.ok("vault", "create", "t")
+	imp := e.ok("import", src, "--vault", "t")
+	if imp["files"] != float64(4) || imp["dirs"] != float64(2) {
+		t.Fatalf("import: %v", imp)
+	}
+	file := filepath.Join(t.TempDir(), "t.avfs")
+	e.ok("vault", "export", "t", file)
+	e.ok("vault", "import", file, "t2")
+	dst := t.TempDir()
+	e.ok("export", "/", dst, "--vault", "t2")
+	for p, c := range files {
+		b, err := os.ReadFile(filepath.Join(dst, p))
+		if err != nil || string(b) != c {
+			t.Fatalf("%s after round trip: %q, %v", p, b, err)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dst, "dir/sub/c.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("mode lost: %v %v", st.Mode(), err)
+	}
+	if tgt, err := os.Readlink(filepath.Join(dst, "link")); err != nil || tgt != "a.txt" {
+		t.Fatalf("symlink: %q %v", tgt, err)
+	}
+}
