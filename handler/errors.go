@@ -16,6 +16,7 @@ var codes = []struct {
 	{vault.ErrInvalidPath, messages.CodeInvalidPath},
 	{vault.ErrInvalidArgument, messages.CodeInvalidArgument},
 	{vault.ErrVaultNotFound, messages.CodeVaultNotFound},
+	{vault.ErrApprovalMissing, messages.CodeApprovalNotFound},
 	{vault.ErrVaultExists, messages.CodeVaultExists},
 	{vault.ErrCheckpointMissing, messages.CodeCheckpointNotFound},
 	{vault.ErrCheckpointExists, messages.CodeCheckpointExists},

@@ -24,6 +24,15 @@ type Handler struct {
 	log    *slog.Logger
 	worker string
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
+	// onChange hooks run after a successful mutating request on a vault.
+	onChange []func(op messages.Op, ns, vault string)
+}
+
+// OnChange registers fn to run after every successful mutating request on
+// a vault, so layers that cache a vault (mounts) can drop what is stale.
+// Register hooks before serving.
+func (h *Handler) OnChange(fn func(op messages.Op, ns, vault string)) {
+	h.onChange = append(h.onChange, fn)
 }
 
 // Options configure a Handler.
@@ -108,6 +117,11 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 	if err != nil {
 		rep.Error = ToError(err)
 		return rep
+	}
+	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec {
+		for _, fn := range h.onChange {
+			fn(req.Op, req.Namespace, req.Vault)
+		}
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

@@ -101,7 +101,7 @@ func (t *Tx) RestoreCheckpoint(name string) (RestoreResult, error) {
 
 // Checkpoints lists the vault's checkpoints, oldest first.
 func (t *Tx) Checkpoints() ([]Checkpoint, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE vault=? ORDER BY created_at, name`, t.v.id)
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE vault=? AND substr(name, 1, 1) != '.' ORDER BY created_at, name`, t.v.id)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}

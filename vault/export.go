@@ -51,8 +51,8 @@ func (s *Store) Export(ctx context.Context, ns, name, file string) (TransferResu
 		stmts := []string{
 			`INSERT INTO ex.meta(key, value) VALUES('format', '` + exportFormat + `')`,
 			`INSERT INTO ex.vaults SELECT * FROM vaults WHERE id=?1`,
-			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1`,
-			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1`) +
+			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`,
+			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`) +
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,

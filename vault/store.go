@@ -155,7 +155,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, now: opts.Now}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
 	}

@@ -131,7 +131,7 @@ func (t *Tx) info(stored bool) (Info, error) {
 		p := t.v.parent.String
 		in.Parent = &p
 	}
-	if err := t.row(`SELECT count(*) FROM checkpoints WHERE vault=?`, t.v.id).Scan(&in.Checkpoints); err != nil {
+	if err := t.row(`SELECT count(*) FROM checkpoints WHERE vault=? AND substr(name, 1, 1) != '.'`, t.v.id).Scan(&in.Checkpoints); err != nil {
 		return in, mapSQLErr(err)
 	}
 	if !stored {
