@@ -41,12 +41,16 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 }
 
 // mkdirAll walks comps, creating missing directories, and returns the chain.
-func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode) ([]*node, error) {
+// Before it creates the first one it checks the quota for all of them plus
+// the addBytes and addEntries its caller will add below them, so that a
+// quota error describes the whole request, not the directory it stopped at.
+func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, addEntries int64) ([]*node, error) {
 	root, err := t.node(t.v.root)
 	if err != nil {
 		return nil, err
 	}
 	chain := []*node{root}
+	checkedQuota := false
 	for i, c := range comps {
 		cur := chain[i]
 		if cur.kind != KindDir {
@@ -63,6 +67,12 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode) ([]*node, 
 			}
 			chain = append(chain, n)
 			continue
+		}
+		if !checkedQuota {
+			if err := t.checkQuota(addBytes, int64(len(comps)-i)+addEntries, 0, addBytes); err != nil {
+				return nil, pathErr(op, p, err)
+			}
+			checkedQuota = true
 		}
 		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], c, &node{kind: KindDir, mode: uint32(mode.Perm())})
 		if err != nil {
@@ -121,7 +131,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	}
 	var parent []*node
 	if o.Parents {
-		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755)
+		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, int64(len(data)), 1)
 	} else {
 		parent, err = t.walk(op, p, comps[:len(comps)-1])
 	}
@@ -363,8 +373,14 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 	clean := JoinPath(comps)
 	if parents {
 		before := t.v.dirs
-		if _, err := t.mkdirAll(op, clean, comps, mode); err != nil {
+		chain, err := t.mkdirAll(op, clean, comps, mode, 0, 0)
+		if err != nil {
 			return err
+		}
+		// mkdirAll accepts any existing last entry; mkdir -p does not
+		// accept a file or symlink there.
+		if chain[len(chain)-1].kind != KindDir {
+			return pathErr(op, clean, ErrExists)
 		}
 		if t.v.dirs != before {
 			t.audit("dir.create", clean, map[string]any{"parents": true})
@@ -583,11 +599,32 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 	} else if ok {
 		return pathErr(op, dclean, ErrExists)
 	}
+	// Check the quota for the whole copy up front, so that the error
+	// describes the request, not the entry the copy would have stopped at.
+	entries, bytes, largest, err := t.treeUsage(n.id)
+	if err != nil {
+		return err
+	}
+	if err := t.checkQuota(bytes, entries, 0, largest); err != nil {
+		return pathErr(op, dclean, err)
+	}
 	if err := t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname); err != nil {
 		return err
 	}
 	t.audit("copy", sclean, map[string]any{"to": dclean})
 	return nil
+}
+
+// treeUsage is what the subtree at node id counts against quotas: its
+// entries, its files' bytes and its largest file.
+func (t *Tx) treeUsage(id int64) (entries, bytes, largest int64, err error) {
+	err = t.row(fmt.Sprintf(reachableSQL, `SELECT ?`)+
+		` SELECT count(*), coalesce(sum(CASE WHEN n.kind = ? THEN n.size END), 0), coalesce(max(CASE WHEN n.kind = ? THEN n.size END), 0) FROM nodes n JOIN live ON n.id = live.id`,
+		id, KindFile, KindFile).Scan(&entries, &bytes, &largest)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("copy: usage: %w", mapSQLErr(err))
+	}
+	return entries, bytes, largest, nil
 }
 
 func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string) error {

@@ -44,7 +44,7 @@ type Store struct {
 const schema = `
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vaults(
-	id INTEGER PRIMARY KEY,
+	id INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: audit rows and nodes keep a deleted vault's id
 	namespace TEXT NOT NULL,
 	name TEXT NOT NULL,
 	created_at INTEGER NOT NULL,
