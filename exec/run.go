@@ -52,6 +52,13 @@ type Spec struct {
 	Timeout   time.Duration // 0 = DefaultTimeout; on expiry the group gets SIGTERM
 	Grace     time.Duration // 0 = DefaultGrace; time between SIGTERM and SIGKILL
 	MaxOutput int           // bytes kept per stream, head and tail; 0 = DefaultMaxOutput
+	// EnterDir changes into Dir after the program starts (through
+	// /usr/bin/env -C) instead of before. Set it when Dir is on a FUSE
+	// mount that this process serves: os/exec's vfork suspends the
+	// parent thread until the child execs, and a child that chdirs into
+	// the mount first waits on a server that may be waiting, in a
+	// stop-the-world GC, on that suspended thread.
+	EnterDir bool
 }
 
 // Result is what happened to a command. Stdout and Stderr keep the first
@@ -325,10 +332,15 @@ func (s Spec) command() (*osexec.Cmd, error) {
 		// os/exec reads a nil Env as "inherit the worker's environment".
 		env = []string{}
 	}
+	dir := s.Dir
+	if s.EnterDir && dir != "" {
+		args = append([]string{"env", "-C", dir, "--", path}, args[1:]...)
+		path, dir = "/usr/bin/env", "/"
+	}
 	return &osexec.Cmd{
 		Path:        path,
 		Args:        args,
-		Dir:         s.Dir,
+		Dir:         dir,
 		Env:         env,
 		SysProcAttr: sysProcAttr(),
 	}, nil

@@ -389,3 +389,17 @@ func TestRunLooksUpProgramInSpecPath(t *testing.T) {
 		t.Fatalf("Run with the tool only on the worker's PATH: err = %v, want ErrStart", err)
 	}
 }
+
+func TestEnterDirChangesDirectoryAfterStart(t *testing.T) {
+	dir := t.TempDir()
+	res, err := exec.Run(context.Background(), exec.Spec{Argv: []string{"pwd"}, Dir: dir, EnterDir: true, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != dir {
+		t.Fatalf("pwd = %q, want %q", got, dir)
+	}
+	if _, err := exec.Run(context.Background(), exec.Spec{Argv: []string{"no-such-program-avfs"}, Dir: dir, EnterDir: true, Env: []string{"PATH=/usr/bin:/bin"}}); !errors.Is(err, exec.ErrStart) {
+		t.Fatalf("missing program with EnterDir: %v, want ErrStart", err)
+	}
+}

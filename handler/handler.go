@@ -617,3 +617,19 @@ func (h *Handler) audit(ctx context.Context, req messages.Request, a messages.Au
 	}
 	return out, nil
 }
+
+type attemptKey struct{}
+
+// WithAttempt records the delivery attempt serving a request (1 for the
+// first), for envelopes and traces.
+func WithAttempt(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, attemptKey{}, n)
+}
+
+// Attempt is the delivery attempt recorded in ctx, 1 if none.
+func Attempt(ctx context.Context) int {
+	if n, ok := ctx.Value(attemptKey{}).(int); ok && n > 0 {
+		return n
+	}
+	return 1
+}

@@ -34,3 +34,66 @@ const (
 	HeaderTraceState  = "tracestate"
 	HeaderDeadline    = "Avfs-Deadline" // RFC 3339 time after which the caller stops waiting
 )
+
+// Fleet plumbing: JetStream streams, KV buckets and the forwarding subject.
+// Requests land in StreamRequests (a work queue, deduplicated by
+// Nats-Msg-Id = request id); a dispatcher moves each to its vault's owner
+// on avfs.v1.work.<worker>.<ns>.<vault>.<op> in StreamWork, which the
+// worker consumes through a consumer filtered on its own id.
+const (
+	SubjectWork    = SubjectRoot + ".work"
+	StreamRequests = "AVFS_REQ"
+	StreamWork     = "AVFS_WORK"
+	BucketMembers  = "avfs_members" // worker and dispatcher heartbeats (TTL)
+	BucketOwners   = "avfs_owners"  // <ns>.<vault> -> Owner
+	// HeaderReplyTo is the inbox on which the caller waits for the Reply.
+	HeaderReplyTo = "Avfs-Reply-To"
+)
+
+// WorkSubject is where a dispatcher forwards a request for worker w.
+func WorkSubject(w, ns, vault string, op Op) string {
+	if vault == "" {
+		vault = NoVault
+	}
+	return strings.Join([]string{SubjectWork, w, ns, vault, string(op)}, ".")
+}
+
+// ParseRequestSubject splits a request subject into its tokens.
+func ParseRequestSubject(subj string) (ns, vault string, op Op, ok bool) {
+	rest, found := strings.CutPrefix(subj, SubjectRequest+".")
+	if !found {
+		return "", "", "", false
+	}
+	parts := strings.SplitN(rest, ".", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	if parts[1] == NoVault {
+		parts[1] = ""
+	}
+	return parts[0], parts[1], Op(parts[2]), true
+}
+
+// Member is a worker's or dispatcher's heartbeat in BucketMembers, under
+// key "worker.<id>" or "dispatcher.<id>".
+type Member struct {
+	ID           string  `json:"id"`
+	Kind         string  `json:"kind"` // worker | dispatcher
+	Vaults       int     `json:"vaults"`
+	RunningExecs int     `json:"running_execs"`
+	Load         float64 `json:"load"`
+	LastSeen     string  `json:"last_seen"`
+}
+
+// Owner is a vault's placement in BucketOwners. Epoch grows with every
+// reassignment, so a stale owner can tell it was replaced.
+type Owner struct {
+	Worker string `json:"worker"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// FleetStatus: fleet status.
+type FleetStatus struct {
+	Workers     []Member `json:"workers"`
+	Dispatchers int      `json:"dispatchers"`
+}

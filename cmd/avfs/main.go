@@ -1,9 +1,10 @@
-// Command avfs is the avfs binary: the CLI, and (as the fleet grows) the
-// serve, worker and dispatcher processes.
+// Command avfs is the avfs binary: the CLI, `serve` (the embedded fleet),
+// `worker` and `dispatcher`. It only wires: signals, logging, then the CLI.
 package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,7 +14,8 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{Logger: log})
 	stop()
 	os.Exit(code)
 }

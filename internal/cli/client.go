@@ -3,6 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
+
+	"github.com/avfs/avfs/client"
+	"github.com/avfs/avfs/worker"
 
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
@@ -25,25 +29,32 @@ type localClient struct {
 	close []func() error
 }
 
-func openLocal(ctx context.Context, c *config.Config, wire func(*handler.Handler) (func() error, error)) (*localClient, error) {
+func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, workerID string) (*localClient, error) {
 	st, err := vault.Open(ctx, c.StorePath(), vault.Options{Synchronous: c.Store.Synchronous})
 	if err != nil {
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 	}
-	h := handler.New(st, handler.Options{})
-	lc := &localClient{store: st, h: h}
-	if wire != nil {
-		cl, err := wire(h)
-		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("set up handler: %w", err)
-		}
-		if cl != nil {
-			lc.close = append(lc.close, cl)
-		}
+	h := handler.New(st, handler.Options{Worker: workerID, Logger: log})
+	cl, err := worker.Wire(c, h, log)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("set up handler: %w", err)
 	}
-	return lc, nil
+	return &localClient{store: st, h: h, close: []func() error{cl}}, nil
 }
+
+// natsClient sends requests to a fleet.
+type natsClient struct{ c *client.Client }
+
+func (n natsClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	rep, err := n.c.Do(ctx, req)
+	if err != nil {
+		return rep, messages.Errorf(messages.CodeUnavailable, "%v", err)
+	}
+	return rep, nil
+}
+
+func (n natsClient) Close() error { return n.c.Close() }
 
 func (l *localClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
 	return l.h.Handle(ctx, req), nil

@@ -128,3 +128,19 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 	}
 	return nil
 }
+
+// demoTest runs `cargo test` in the vault through exec and reports
+// whether it failed.
+func (a *app) demoTest(cmd *cobra.Command, name string, say func(string, any)) (bool, error) {
+	var env messages.Envelope
+	if _, err := a.do(cmd.Context(), messages.OpExec, name, messages.ExecArgs{Argv: []string{"cargo", "test", "--offline", "--quiet"}, Timeout: "300s"}, &env); err != nil {
+		return false, err
+	}
+	if len(env.Stdout) > 600 {
+		env.Stdout = "..." + env.Stdout[len(env.Stdout)-600:]
+	}
+	say("test: avfs exec -- cargo test", map[string]any{"status": env.Status, "exit_code": env.ExitCode, "checkpoint": env.Checkpoint,
+		"decision": env.Decision.Action, "duration_ms": env.DurationMS, "stdout_tail": env.Stdout,
+		"changes": map[string]int{"added": len(env.Changes.Added), "modified": len(env.Changes.Modified), "deleted": len(env.Changes.Deleted)}})
+	return env.Status != messages.StatusCompleted || env.ExitCode == nil || *env.ExitCode != 0, nil
+}

@@ -2,20 +2,19 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
@@ -32,9 +31,7 @@ type app struct {
 	cfg            *config.Config
 	viper          *viper.Viper
 	client         Client
-	// wire lets other layers (exec, approvals) register handlers on the
-	// in-process handler; set by Main's caller through Options.
-	wire func(*config.Config, *handler.Handler) (func() error, error)
+	log            *slog.Logger
 }
 
 // requestError is a failed request (exit status 1), as opposed to a usage
@@ -48,27 +45,17 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// Options wire optional layers into the CLI.
+// Options tune the CLI.
 type Options struct {
-	// Wire registers extra request handlers (exec, approvals) on the
-	// in-process handler and returns a cleanup.
-	Wire func(*config.Config, *handler.Handler) (func() error, error)
-	// Extra adds commands (serve, worker, ...) to the root.
-	Extra []func(a App) *cobra.Command
+	Logger *slog.Logger // logs go to stderr; nil discards them
 }
-
-// App is what extra commands may use.
-type App interface {
-	Config() *config.Config
-	Print(v any) error
-}
-
-func (a *app) Config() *config.Config { return a.cfg }
-func (a *app) Print(v any) error      { return a.emit(v) }
 
 // Main runs the avfs command line and returns the exit status.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, o Options) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, wire: o.Wire}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, log: o.Logger}
 	// Decided before cobra parses anything, so that even usage errors
 	// come out as JSON for programs.
 	a.json = !isTerminal(stdout)
@@ -78,9 +65,6 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		}
 	}
 	root := a.rootCmd()
-	for _, mk := range o.Extra {
-		root.AddCommand(mk(a))
-	}
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -160,7 +144,8 @@ func (a *app) rootCmd() *cobra.Command {
 	for _, c := range a.fileCmds() {
 		root.AddCommand(c)
 	}
-	root.AddCommand(a.demoCmd())
+	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
+	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd())
 	return root
 }
 
@@ -169,26 +154,29 @@ func (a *app) connect(ctx context.Context) (Client, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
-	if a.cfg.NATS.URL != "" {
-		return nil, messages.Errorf(messages.CodeNotImplemented, "talking to a fleet over NATS (--nats) is not implemented yet")
+	url := a.cfg.NATS.URL
+	if url == "" {
+		url = runningServe(a.cfg.Home)
 	}
-	var wire func(*handler.Handler) (func() error, error)
-	if a.wire != nil {
-		wire = func(h *handler.Handler) (func() error, error) { return a.wire(a.cfg, h) }
+	if url != "" {
+		nc, err := connectNATS(a.cfg, url, "avfs-cli")
+		if err != nil {
+			return nil, err
+		}
+		c, err := client.New(nc)
+		if err != nil {
+			nc.Close()
+			return nil, messages.Errorf(messages.CodeUnavailable, "%v", err)
+		}
+		a.client = natsClient{c}
+		return a.client, nil
 	}
-	c, err := openLocal(ctx, a.cfg, wire)
+	c, err := openLocal(ctx, a.cfg, a.log, "local")
 	if err != nil {
 		return nil, err
 	}
 	a.client = c
 	return c, nil
-}
-
-// NewRequestID returns a fresh, time-ordered request id.
-func NewRequestID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("%013x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
 
 // do sends op and decodes the result into out (if non-nil); it returns
@@ -198,7 +186,7 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	if err != nil {
 		return nil, err
 	}
-	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: NewRequestID(), Actor: a.actor()}
+	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
 	if args != nil {
 		b, err := json.Marshal(args)
 		if err != nil {

@@ -1,0 +1,145 @@
+// Package client is the Go client agents use to drive an avfs fleet over
+// NATS: it publishes requests into the fleet's durable intake and waits
+// for their replies, with request ids generated here so that a retry is
+// recognised and never applied twice.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// ErrUnavailable means the fleet could not be reached or did not answer.
+var ErrUnavailable = errors.New("fleet unavailable")
+
+// Client talks to a fleet through one NATS connection.
+type Client struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	// Timeout bounds a request when its context has no deadline.
+	Timeout time.Duration
+}
+
+// New wraps a connection.
+func New(nc *nats.Conn) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, js: js, Timeout: 10 * time.Minute}, nil
+}
+
+// NewRequestID returns a fresh, time-ordered request id.
+func NewRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%013x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
+}
+
+// Do sends req and waits for its reply. A request without an id gets one.
+// Sending the same request again (same id) is safe: the fleet answers
+// with the first result.
+func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
+	if req.Namespace == "" {
+		req.Namespace = "default"
+	}
+	if _, has := ctx.Deadline(); !has {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return messages.Reply{}, err
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return messages.Reply{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer sub.Unsubscribe()
+	msg := nats.NewMsg(messages.RequestSubject(req.Namespace, req.Vault, req.Op))
+	msg.Data = body
+	msg.Header.Set(messages.HeaderRequestID, req.RequestID)
+	msg.Header.Set(messages.HeaderReplyTo, inbox)
+	if dl, ok := ctx.Deadline(); ok {
+		msg.Header.Set(messages.HeaderDeadline, dl.UTC().Format(time.RFC3339Nano))
+	}
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID))
+	if err == nil && ack.Duplicate {
+		// The intake already holds (or held) this request id and will not
+		// take it again, so this caller would wait forever. Send it under
+		// a fresh message id: the worker's request log still answers it
+		// with the first result instead of applying it twice.
+		ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID+"."+NewRequestID()))
+	}
+	if err != nil {
+		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return messages.Reply{}, fmt.Errorf("%w: waiting for %s %s: %v", ErrUnavailable, req.Op, req.RequestID, err)
+	}
+	var rep messages.Reply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return rep, fmt.Errorf("decode reply: %w", err)
+	}
+	return rep, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	c.nc.Close()
+	return nil
+}
+
+// Call sends op with args and decodes the result into out; a failed
+// request returns its *messages.Error.
+func (c *Client) Call(ctx context.Context, ns, vault string, op messages.Op, args, out any) error {
+	req := messages.Request{Op: op, Namespace: ns, Vault: vault}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		req.Args = b
+	}
+	rep, err := c.Do(ctx, req)
+	if err != nil {
+		return err
+	}
+	if rep.Error != nil {
+		return rep.Error
+	}
+	if out != nil {
+		return json.Unmarshal(rep.Result, out)
+	}
+	return nil
+}
+
+// Exec runs a command in a vault and returns its envelope.
+func (c *Client) Exec(ctx context.Context, ns, vault string, args messages.ExecArgs) (messages.Envelope, error) {
+	var env messages.Envelope
+	err := c.Call(ctx, ns, vault, messages.OpExec, args, &env)
+	return env, err
+}
+
+// Fork forks src into dst.
+func (c *Client) Fork(ctx context.Context, ns, src, dst, checkpoint string) (messages.ForkResult, error) {
+	var r messages.ForkResult
+	err := c.Call(ctx, ns, src, messages.OpVaultFork, messages.VaultForkArgs{Target: dst, Checkpoint: checkpoint}, &r)
+	return r, err
+}

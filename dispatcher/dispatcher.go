@@ -1,0 +1,307 @@
+// Package dispatcher owns placement and routing in an avfs fleet: it takes
+// requests from the durable intake stream, finds the worker that owns each
+// vault (BucketOwners, compare-and-set with an epoch), places new vaults on
+// the least loaded live worker (BucketMembers heartbeats), reassigns the
+// vaults of a worker whose heartbeat expired, and forwards each request to
+// its worker's subject. Several dispatchers may run: the intake consumer is
+// shared, so each request goes to one of them.
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// ErrNoWorkers means no live worker can take a request.
+var ErrNoWorkers = errors.New("no live workers")
+
+// Options configure a dispatcher.
+type Options struct {
+	ID     string
+	Logger *slog.Logger
+}
+
+// Dispatcher routes requests to workers.
+type Dispatcher struct {
+	id      string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	members jetstream.KeyValue
+	owners  jetstream.KeyValue
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	live     []messages.Member
+	liveRead time.Time
+}
+
+// New returns a dispatcher on nc; the fleet's streams must exist.
+func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	members, err := js.KeyValue(ctx, messages.BucketMembers)
+	if err != nil {
+		return nil, fmt.Errorf("members bucket: %w", err)
+	}
+	owners, err := js.KeyValue(ctx, messages.BucketOwners)
+	if err != nil {
+		return nil, fmt.Errorf("owners bucket: %w", err)
+	}
+	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID)}, nil
+}
+
+// Run routes until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	cons, err := d.js.CreateOrUpdateConsumer(ctx, messages.StreamRequests, jetstream.ConsumerConfig{
+		Durable: "dispatch", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 10 * time.Second, MaxAckPending: 1024,
+	})
+	if err != nil {
+		return fmt.Errorf("dispatch consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { d.route(ctx, msg) })
+	if err != nil {
+		return err
+	}
+	defer cc.Stop()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	d.heartbeat(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			d.heartbeat(ctx)
+		}
+	}
+}
+
+func (d *Dispatcher) heartbeat(ctx context.Context) {
+	b, _ := json.Marshal(messages.Member{ID: d.id, Kind: "dispatcher", LastSeen: time.Now().UTC().Format(time.RFC3339Nano)})
+	if _, err := d.members.Put(ctx, "dispatcher."+d.id, b); err != nil {
+		d.log.Warn("heartbeat", "err", err)
+	}
+}
+
+func (d *Dispatcher) fail(msg jetstream.Msg, e *messages.Error) {
+	if to := msg.Headers().Get(messages.HeaderReplyTo); to != "" {
+		b, _ := json.Marshal(messages.Reply{RequestID: msg.Headers().Get(messages.HeaderRequestID), Error: e})
+		d.nc.Publish(to, b)
+	}
+	msg.Term()
+}
+
+func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
+	ns, vault, op, ok := messages.ParseRequestSubject(msg.Subject())
+	if !ok {
+		d.fail(msg, messages.Errorf(messages.CodeInvalidArgument, "bad request subject %q", msg.Subject()))
+		return
+	}
+	w, err := d.place(ctx, ns, vault, op, msg.Data())
+	if err != nil {
+		md, _ := msg.Metadata()
+		if md != nil && md.NumDelivered >= 10 {
+			d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
+			return
+		}
+		msg.NakWithDelay(time.Second)
+		return
+	}
+	fwd := nats.NewMsg(messages.WorkSubject(w, ns, vault, op))
+	fwd.Data = msg.Data()
+	// The headers travel along, Nats-Msg-Id included, so the work
+	// stream deduplicates a forward repeated after a lost ack.
+	for k, v := range msg.Headers() {
+		fwd.Header[k] = v
+	}
+	if _, err := d.js.PublishMsg(ctx, fwd); err != nil {
+		d.log.Warn("forward", "worker", w, "err", err)
+		msg.NakWithDelay(time.Second)
+		return
+	}
+	msg.Ack()
+}
+
+// liveWorkers lists workers with a current heartbeat, least loaded first;
+// cached for a second so routing costs no KV round trip per request.
+func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if time.Since(d.liveRead) < time.Second && len(d.live) > 0 {
+		return d.live, nil
+	}
+	keys, err := d.members.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []messages.Member
+	for k := range keys.Keys() {
+		if !strings.HasPrefix(k, "worker.") {
+			continue
+		}
+		e, err := d.members.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var m messages.Member
+		if json.Unmarshal(e.Value(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Load != out[j].Load {
+			return out[i].Load < out[j].Load
+		}
+		return out[i].Vaults < out[j].Vaults
+	})
+	d.live, d.liveRead = out, time.Now()
+	return out, nil
+}
+
+func (d *Dispatcher) alive(ctx context.Context, id string) bool {
+	ws, err := d.liveWorkers(ctx)
+	if err != nil {
+		return false
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// leastLoaded picks a worker for new work; spreading across calls keeps
+// a burst of new vaults from all landing on one worker between heartbeats.
+func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, error) {
+	ws, err := d.liveWorkers(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(ws) == 0 {
+		return "", ErrNoWorkers
+	}
+	// Among the workers tied for least load, hash the vault to pick one.
+	n := 1
+	for n < len(ws) && ws[n].Load == ws[0].Load {
+		n++
+	}
+	h := 0
+	for _, c := range spread {
+		h = h*31 + int(c)
+	}
+	if h < 0 {
+		h = -h
+	}
+	return ws[h%n].ID, nil
+}
+
+// place finds the worker for a request, claiming or reassigning ownership.
+func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op, body []byte) (string, error) {
+	if vault == "" {
+		return d.leastLoaded(ctx, ns)
+	}
+	key := ns + "." + vault
+	for try := 0; try < 5; try++ {
+		e, err := d.owners.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			w, err := d.leastLoaded(ctx, key)
+			if err != nil {
+				return "", err
+			}
+			b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1})
+			if _, err := d.owners.Create(ctx, key, b); err != nil {
+				continue // another dispatcher claimed it first: read again
+			}
+			return w, d.afterPlace(ctx, ns, w, op, body)
+		case err != nil:
+			return "", err
+		}
+		var o messages.Owner
+		if err := json.Unmarshal(e.Value(), &o); err != nil {
+			return "", err
+		}
+		if d.alive(ctx, o.Worker) {
+			return o.Worker, d.afterPlace(ctx, ns, o.Worker, op, body)
+		}
+		// The owner's heartbeat expired: hand the vault to a live worker.
+		// The epoch fences the old owner if it comes back.
+		w, err := d.leastLoaded(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: o.Epoch + 1})
+		if _, err := d.owners.Update(ctx, key, b, e.Revision()); err != nil {
+			continue
+		}
+		d.log.Info("reassigned vault", "vault", key, "from", o.Worker, "to", w, "epoch", o.Epoch+1)
+		return w, d.afterPlace(ctx, ns, w, op, body)
+	}
+	return "", fmt.Errorf("place %s: ownership kept changing", key)
+}
+
+// afterPlace records what a request will create: a fork's target lives
+// where its source does, since they share content.
+func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.Op, body []byte) error {
+	if op != messages.OpVaultFork {
+		return nil
+	}
+	var req messages.Request
+	var args messages.VaultForkArgs
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req.Args, &args) != nil || args.Target == "" {
+		return nil // the worker answers the malformed request
+	}
+	b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1})
+	if _, err := d.owners.Create(ctx, ns+"."+args.Target, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return err
+	}
+	return nil
+}
+
+// Status reads the fleet's membership.
+func Status(ctx context.Context, js jetstream.JetStream) (messages.FleetStatus, error) {
+	kv, err := js.KeyValue(ctx, messages.BucketMembers)
+	if err != nil {
+		return messages.FleetStatus{}, err
+	}
+	out := messages.FleetStatus{Workers: []messages.Member{}}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return out, err
+	}
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var m messages.Member
+		if json.Unmarshal(e.Value(), &m) != nil {
+			continue
+		}
+		if m.Kind == "dispatcher" {
+			out.Dispatchers++
+		} else {
+			out.Workers = append(out.Workers, m)
+		}
+	}
+	sort.Slice(out.Workers, func(i, j int) bool { return out.Workers[i].ID < out.Workers[j].ID })
+	return out, nil
+}

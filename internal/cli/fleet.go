@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/avfs/avfs/config"
+	"github.com/avfs/avfs/dispatcher"
+	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/vault"
+	"github.com/avfs/avfs/worker"
+)
+
+// serveInfo is written to $AVFS_HOME/serve.json while `avfs serve` runs,
+// so CLIs on the same home talk to it instead of opening the store
+// themselves: two processes never own one vault.
+type serveInfo struct {
+	URL    string `json:"url"`
+	PID    int    `json:"pid"`
+	Worker string `json:"worker"`
+}
+
+func servePath(home string) string { return filepath.Join(home, "serve.json") }
+
+// runningServe returns the URL of a live `avfs serve` on home, or "".
+func runningServe(home string) string {
+	b, err := os.ReadFile(servePath(home))
+	if err != nil {
+		return ""
+	}
+	var si serveInfo
+	if json.Unmarshal(b, &si) != nil || si.PID <= 0 {
+		return ""
+	}
+	if err := syscall.Kill(si.PID, 0); err != nil {
+		return "" // left behind by a serve that was killed
+	}
+	return si.URL
+}
+
+// connectNATS dials a fleet with the configured credentials.
+func connectNATS(c *config.Config, url, name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	n := c.NATS
+	switch {
+	case n.Creds != "":
+		opts = append(opts, nats.UserCredentials(n.Creds))
+	case n.NKey != "":
+		o, err := nats.NkeyOptionFromSeed(n.NKey)
+		if err != nil {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "nats nkey: %v", err)
+		}
+		opts = append(opts, o)
+	case n.Token != "":
+		opts = append(opts, nats.Token(n.Token))
+	case n.User != "":
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	}
+	if n.TLS.CA != "" {
+		opts = append(opts, nats.RootCAs(n.TLS.CA))
+	}
+	if n.TLS.Cert != "" {
+		opts = append(opts, nats.ClientCert(n.TLS.Cert, n.TLS.Key))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, messages.Errorf(messages.CodeUnavailable, "connect to %s: %v", url, err)
+	}
+	return nc, nil
+}
+
+func newWorkerID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	h, _ := os.Hostname()
+	if len(h) > 20 {
+		h = h[:20]
+	}
+	if h == "" {
+		h = "w"
+	}
+	return sanitizeToken(h) + "-" + hex.EncodeToString(b[:])
+}
+
+// sanitizeToken keeps a string usable as one NATS subject token.
+func sanitizeToken(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// runWorker serves the store under the config's home as worker id until
+// ctx ends.
+func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
+	st, err := vault.Open(ctx, a.cfg.StorePath(), vault.Options{Synchronous: a.cfg.Store.Synchronous})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	h := handler.New(st, handler.Options{Worker: id, Logger: a.log})
+	cleanup, err := worker.Wire(a.cfg, h, a.log)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+func (a *app) serveCmd() *cobra.Command {
+	var listen, httpAddr, id string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the embedded fleet: NATS with JetStream, a dispatcher and a worker, in one process",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if httpAddr != "" {
+				return messages.Errorf(messages.CodeNotImplemented, "--http (metrics endpoint) is not implemented yet")
+			}
+			ctx := cmd.Context()
+			if url := runningServe(a.cfg.Home); url != "" {
+				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
+			}
+			ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: filepath.Join(a.cfg.Home, "nats")})
+			if err != nil {
+				return err
+			}
+			defer ns.Shutdown()
+			nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("avfs-serve"))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+				return err
+			}
+			if id == "" {
+				id = newWorkerID()
+			}
+			d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log})
+			if err != nil {
+				return err
+			}
+			errc := make(chan error, 2)
+			runCtx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			// Stop in order: the worker finishes its requests and unmounts
+			// before the NATS server goes away.
+			defer func() { cancel(); wg.Wait() }()
+			wg.Add(2)
+			go func() { defer wg.Done(); errc <- d.Run(runCtx) }()
+			go func() { defer wg.Done(); errc <- a.runWorker(runCtx, nc, id) }()
+			info := serveInfo{URL: ns.ClientURL(), PID: os.Getpid(), Worker: id}
+			b, _ := json.Marshal(info)
+			if err := os.WriteFile(servePath(a.cfg.Home), b, 0o644); err != nil {
+				return err
+			}
+			defer os.Remove(servePath(a.cfg.Home))
+			if err := a.emit(map[string]any{"url": info.URL, "worker": id, "home": a.cfg.Home}); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+			case err := <-errc:
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "", "host:port for NATS clients (default: a random loopback port)")
+	c.Flags().StringVar(&httpAddr, "http", "", "host:port for the metrics endpoint")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	return c
+}
+
+func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
+	url := a.cfg.NATS.URL
+	if url == "" {
+		url = runningServe(a.cfg.Home)
+	}
+	if url == "" {
+		return nil, nil, messages.Errorf(messages.CodeInvalidArgument, "no fleet: pass --nats URL (or AVFS_NATS_URL), or start `avfs serve`")
+	}
+	nc, err := connectNATS(a.cfg, url, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	var id string
+	c := &cobra.Command{
+		Use: "worker --nats URL [--id ID]", Short: "Join a fleet as a worker serving the vaults under --home", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, js, err := a.natsConn("avfs-worker")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{}); err != nil {
+				return err
+			}
+			if id == "" {
+				id = newWorkerID()
+			}
+			fmt.Fprintf(a.stderr, "avfs worker %s serving %s\n", id, a.cfg.Home)
+			return a.runWorker(cmd.Context(), nc, id)
+		},
+	}
+	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	return c
+}
+
+func (a *app) dispatcherCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "dispatcher --nats URL", Short: "Join a fleet as a dispatcher", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, js, err := a.natsConn("avfs-dispatcher")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{}); err != nil {
+				return err
+			}
+			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log})
+			if err != nil {
+				return err
+			}
+			return d.Run(cmd.Context())
+		},
+	}
+}
+
+func (a *app) fleetCmd() *cobra.Command {
+	c := &cobra.Command{Use: "fleet", Short: "Inspect the fleet"}
+	c.AddCommand(&cobra.Command{
+		Use: "status", Short: "Workers, their vaults, running execs and load", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, js, err := a.natsConn("avfs-cli")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			st, err := dispatcher.Status(cmd.Context(), js)
+			if err != nil {
+				return messages.Errorf(messages.CodeUnavailable, "%v", err)
+			}
+			return a.emit(st)
+		},
+	})
+	return c
+}

@@ -1,0 +1,87 @@
+// Package embedded runs an in-process nats-server with JetStream, the
+// engine behind `avfs serve` and the end-to-end tests, and creates the
+// streams and buckets the fleet needs (also used against an external
+// deployment by `avfs worker` and `avfs dispatcher`).
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// Options configure an embedded server.
+type Options struct {
+	// Listen is host:port for clients; "" listens on a random loopback
+	// port, so that CLIs on the same machine can reach it and nothing
+	// else can.
+	Listen   string
+	StoreDir string // JetStream storage
+}
+
+// Start runs a server and waits until it accepts connections.
+func Start(o Options) (*server.Server, error) {
+	host, port := "127.0.0.1", -1
+	if o.Listen != "" {
+		h, p, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen %q: %w", o.Listen, err)
+		}
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("listen %q: %w", o.Listen, err)
+		}
+		host = h
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "avfs", Host: host, Port: port, JetStream: true, StoreDir: o.StoreDir,
+		NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("nats server did not start in 10s")
+	}
+	return ns, nil
+}
+
+// Topology says how durable the fleet's streams are.
+type Topology struct {
+	Replicas int // 1 on one server, 3 on a cluster
+}
+
+// Setup creates (or updates) the fleet's streams and buckets. It is
+// idempotent: every process that joins calls it.
+func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	if t.Replicas == 0 {
+		t.Replicas = 1
+	}
+	streams := []jetstream.StreamConfig{
+		{Name: messages.StreamRequests, Subjects: []string{messages.SubjectRequest + ".>"}, Retention: jetstream.WorkQueuePolicy,
+			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
+		{Name: messages.StreamWork, Subjects: []string{messages.SubjectWork + ".>"}, Retention: jetstream.WorkQueuePolicy,
+			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
+	}
+	for _, sc := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketMembers, TTL: 10 * time.Second, Replicas: t.Replicas}); err != nil {
+		return fmt.Errorf("bucket %s: %w", messages.BucketMembers, err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketOwners, Replicas: t.Replicas}); err != nil {
+		return fmt.Errorf("bucket %s: %w", messages.BucketOwners, err)
+	}
+	return nil
+}

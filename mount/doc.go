@@ -1,0 +1,76 @@
+// Package mount serves a vault as a real directory through FUSE
+// (go-fuse), so that git, go, cargo and make run in it unchanged. It owns
+// the translation only: names, attributes, open files and errno values.
+// The vault owns the semantics: every change made through the mount is a
+// vault transaction, audited with Options.Meta, counted against the
+// quotas and visible in vault.Diff. The vault knows nothing of this
+// package.
+//
+// # Requests and caching
+//
+// A kernel round trip costs about as much as a small vault write, so the
+// mount keeps requests few:
+//   - Lookups, attributes and directory listings are answered from an
+//     in-memory copy of the tree (entries), loaded one directory at a time
+//     with one read transaction. The kernel caches names, attributes and
+//     misses for a second (Options), and directory listings and file pages
+//     until told otherwise.
+//   - Writes and truncations are buffered per file, shared by all its
+//     descriptors, and committed in one transaction on flush (close),
+//     fsync, the last release, Sync or Close. A commit rewrites only the
+//     chunks it touches. The writeback cache stays off: with it the kernel
+//     trusts its own file sizes, which a checkpoint restore must be able
+//     to change.
+//   - Removals and renames, which no quota can refuse, are checked against
+//     the in-memory tree, answered at once and queued; the queue rides on
+//     the next transaction, or is committed alone within 5 ms, so rm -rf
+//     or git's renames cost a transaction per burst, not per file. Every
+//     vault read the mount makes commits the queue first.
+//   - The committed content of small files (up to 1 MiB, 64 MiB in all,
+//     least recently used out) stays in memory after a read or a commit:
+//     files written through the mount are read back without a query (the
+//     kernel keeps no page that was only partly written).
+//   - ACCESS (default_permissions) and xattr requests (the vault has no
+//     extended attributes) are not sent at all; read-only descriptors ask
+//     for no FLUSH.
+//
+// # Invariants
+//
+//   - The mount assumes it is the vault's only writer while mounted.
+//     Whoever changes the vault behind its back (a checkpoint restore)
+//     calls Sync before and Invalidate after, which drops both the mount's
+//     and the kernel's caches. The vault API sees a change made through
+//     the mount once Sync returns (removals and renames within 5 ms
+//     anyway, file contents when the file is closed).
+//   - Inode numbers are the vault's (vault.Entry.Ino): stable across
+//     mounts, never reused within a vault, so the generation is always 1.
+//   - A commit is all or nothing. One that fails, on a quota for
+//     instance, drops that file's buffered changes: the vault and the
+//     mount both keep the previous content, and close(2) or fsync(2)
+//     reports the error. Writes past MaxDirty commit early, so a very
+//     large file may be committed in parts.
+//   - An unlinked file stays readable through descriptors opened before
+//     (up to 64 MiB of committed content is kept in memory), but its
+//     writes go nowhere.
+//   - Not supported: hard links (link(2) answers EPERM, git falls back to
+//     rename), device and FIFO nodes (EPERM), extended attributes
+//     (EOPNOTSUPP), RENAME_EXCHANGE (EINVAL), O_TMPFILE (EOPNOTSUPP),
+//     owners (every entry belongs to the mounting process; chown is
+//     accepted and ignored), access times (atime is mtime), and mode bits
+//     beyond the permissions (setuid, setgid and sticky are dropped).
+//     POSIX locks are handled by the kernel locally.
+//
+// # Locks
+//
+// Lock order: Mount.nsMu, then fileData.mu, then queue.mu, then
+// Mount.mu. nsMu is held exclusively by create, remove and rename, and
+// shared by everything else that resolves a vault path and then calls the
+// vault, so a path stays right for the length of the call. queue.mu is
+// held across every vault write, so none can run on a tree that misses a
+// queued change. Mount.mu guards the entry cache and is never held across
+// a vault call. No lock is held across a kernel notification: the kernel
+// may wait for a request in flight to finish, and that request may wait
+// for the lock. Vault calls made for the kernel use the mount's own
+// context, not the request's, which any signal to the calling process
+// cancels.
+package mount

@@ -1,0 +1,341 @@
+package mount
+
+import (
+	"container/list"
+	"context"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/avfs/avfs/vault"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// rootIno is the vault's root directory, which is also FUSE's root node id.
+const rootIno = 1
+
+// errGone answers a request for a node whose entry the mount no longer
+// has: it was removed (the kernel may still hold a name it looked up just
+// before), or Invalidate dropped it (and the kernel looks names up again).
+const errGone = syscall.ENOENT
+
+// entry is the mount's in-memory copy of one vault entry: its attributes,
+// where it sits in the tree and, for a directory, its listing once loaded.
+// Lookups and attribute requests are answered from entries without a
+// database query. ino and kind never change; every other field is guarded
+// by Mount.mu.
+type entry struct {
+	ino    uint64
+	kind   vault.Kind
+	mode   uint32 // permission bits
+	size   int64
+	mtime  int64 // Unix nanoseconds
+	ctime  int64
+	target string // symlink target
+
+	parent    *entry // nil for the root and for removed entries
+	name      string
+	unlinked  bool // removed from the tree while still open
+	stale     bool // the root after Invalidate: attributes must be read again
+	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
+
+	// children is a directory's complete listing, nil until loaded.
+	children map[string]*entry
+	// negative holds names this directory answered ENOENT for, so that
+	// Invalidate can drop the kernel's negative dentries too.
+	negative map[string]struct{}
+
+	// data is a regular file's content state while it is open or has
+	// buffered changes.
+	data *fileData
+	// content is a small file's committed content, while cached
+	// (Mount.cache); cached is its place in the cache's LRU list.
+	content []byte
+	cached  *list.Element
+}
+
+func newEntry(v vault.Entry) *entry {
+	return &entry{
+		ino: v.Ino, kind: v.Kind, mode: uint32(v.Mode.Perm()), size: v.Size,
+		mtime: v.Mtime.UnixNano(), ctime: v.Ctime.UnixNano(), target: v.Target,
+	}
+}
+
+// refresh copies the vault's view of e's attributes into e.
+func (e *entry) refresh(v vault.Entry) {
+	e.mode, e.size, e.target = uint32(v.Mode.Perm()), v.Size, v.Target
+	e.mtime, e.ctime = v.Mtime.UnixNano(), v.Ctime.UnixNano()
+	e.stale = false
+}
+
+// typeBits is the S_IFMT part of the entry's mode.
+func typeBits(k vault.Kind) uint32 {
+	switch k {
+	case vault.KindDir:
+		return syscall.S_IFDIR
+	case vault.KindSymlink:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// fillAttr renders e as FUSE attributes. The vault keeps no owner and no
+// access time: files belong to the mounting process, and atime is mtime.
+// Directories report one link, the convention (btrfs) for "not counted",
+// which tells find(1) not to use link counts to skip subdirectories.
+func (m *Mount) fillAttr(e *entry, a *fuse.Attr) {
+	a.Ino = e.ino
+	a.Size = uint64(e.size)
+	a.Blocks = (uint64(e.size) + 511) / 512
+	a.Blksize = blockSize
+	a.Mode = typeBits(e.kind) | e.mode
+	a.Nlink = 1
+	if e.unlinked {
+		a.Nlink = 0
+	}
+	a.Uid, a.Gid = m.uid, m.gid
+	a.Mtime, a.Mtimensec = uint64(e.mtime/1e9), uint32(e.mtime%1e9)
+	a.Atime, a.Atimensec = a.Mtime, a.Mtimensec
+	a.Ctime, a.Ctimensec = uint64(e.ctime/1e9), uint32(e.ctime%1e9)
+	if e.data != nil && e.data.dirty {
+		// The kernel now holds attributes that the commit will change
+		// (mtime becomes the commit's time): it is told to drop them.
+		e.data.shown = true
+	}
+}
+
+// pathLocked renders e's vault path; ok is false when e is no longer in
+// the tree. Caller holds m.mu.
+func (m *Mount) pathLocked(e *entry) (string, bool) {
+	if e == m.root {
+		return "/", true
+	}
+	var names []string
+	n := 0
+	for p := e; p != m.root; p = p.parent {
+		if p == nil || p.unlinked {
+			return "", false
+		}
+		names = append(names, p.name)
+		n += len(p.name) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i := len(names) - 1; i >= 0; i-- {
+		b.WriteByte('/')
+		b.WriteString(names[i])
+	}
+	return b.String(), true
+}
+
+// path is pathLocked for callers without m.mu. The result stays valid as
+// long as the caller holds m.nsMu, which every namespace change takes.
+func (m *Mount) path(e *entry) (string, syscall.Errno) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pathLocked(e)
+	if !ok {
+		return "", syscall.ENOENT
+	}
+	return p, 0
+}
+
+// childPath joins a directory path and a name.
+func childPath(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// entry returns the current entry for ino, or nil when the mount no longer
+// knows it (removed, or dropped by Invalidate).
+func (m *Mount) entry(ino uint64) *entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.metas[ino]
+}
+
+// current reports whether e is still the mount's entry for its inode.
+func (m *Mount) currentLocked(e *entry) bool { return m.metas[e.ino] == e }
+
+// attr returns e's attributes, reading them again from the vault first if
+// Invalidate marked them stale.
+func (m *Mount) attr(ctx context.Context, e *entry, a *fuse.Attr) syscall.Errno {
+	m.mu.Lock()
+	stale := e.stale
+	if !stale {
+		m.fillAttr(e, a)
+	}
+	m.mu.Unlock()
+	if !stale {
+		return 0
+	}
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	p, errno := m.path(e)
+	if errno != 0 {
+		return errno
+	}
+	if err := m.flushHeld(ctx); err != nil {
+		return m.errno("stat", p, err)
+	}
+	st, err := m.v.Stat(ctx, p)
+	if err != nil {
+		return m.errno("stat", p, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st.Ino != e.ino {
+		return syscall.ESTALE
+	}
+	e.refresh(st)
+	m.fillAttr(e, a)
+	return 0
+}
+
+// lookup finds name in directory d, loading d's listing from the vault on
+// first use. It answers ENOENT for a missing name and records it, so that
+// Invalidate can tell the kernel to forget the negative entry.
+func (m *Mount) lookup(ctx context.Context, d *entry, name string) (*entry, syscall.Errno) {
+	if errno := m.load(ctx, d); errno != 0 {
+		return nil, errno
+	}
+	return m.child(d, name)
+}
+
+// lookupHeld is lookup for callers that hold m.nsMu.
+func (m *Mount) lookupHeld(ctx context.Context, d *entry, name string) (*entry, syscall.Errno) {
+	if errno := m.loadHeld(ctx, d); errno != 0 {
+		return nil, errno
+	}
+	return m.child(d, name)
+}
+
+func (m *Mount) child(d *entry, name string) (*entry, syscall.Errno) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d.children == nil {
+		// Invalidate ran since the load.
+		return nil, syscall.ESTALE
+	}
+	c := d.children[name]
+	if c == nil {
+		if d.negative == nil {
+			d.negative = map[string]struct{}{}
+		}
+		d.negative[name] = struct{}{}
+		return nil, syscall.ENOENT
+	}
+	return c, 0
+}
+
+// load reads directory d's listing from the vault unless it is loaded.
+// One read transaction lists the whole directory with every child's
+// attributes, so later lookups in it cost no query.
+func (m *Mount) load(ctx context.Context, d *entry) syscall.Errno {
+	m.mu.Lock()
+	loaded := d.children != nil
+	m.mu.Unlock()
+	if loaded {
+		return 0
+	}
+	// Holding nsMu keeps both the path and the listing unchanged until
+	// the listing is installed.
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	return m.loadHeld(ctx, d)
+}
+
+// loadHeld is load for callers that hold m.nsMu.
+func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
+	m.mu.Lock()
+	loaded, kind := d.children != nil, d.kind
+	p, ok := m.pathLocked(d)
+	m.mu.Unlock()
+	switch {
+	case loaded:
+		return 0
+	case kind != vault.KindDir:
+		return syscall.ENOTDIR
+	case !ok:
+		return syscall.ENOENT
+	}
+	if err := m.flushHeld(ctx); err != nil {
+		return m.errno("readdir", p, err)
+	}
+	var self vault.Entry
+	var list []vault.Entry
+	err := m.v.View(ctx, func(tx *vault.Tx) error {
+		var err error
+		if self, err = tx.Stat(p); err != nil {
+			return err
+		}
+		list, err = tx.ReadDir(p)
+		return err
+	})
+	if err != nil {
+		return m.errno("readdir", p, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.currentLocked(d) || self.Ino != d.ino {
+		return syscall.ESTALE
+	}
+	if d.children != nil {
+		return 0 // a concurrent load won
+	}
+	if d.stale {
+		d.refresh(self)
+	}
+	d.children = make(map[string]*entry, len(list))
+	for _, v := range list {
+		c := m.metas[v.Ino]
+		if c == nil {
+			c = newEntry(v)
+			m.metas[v.Ino] = c
+		}
+		// An entry already known (created through the mount before
+		// the listing was needed) is newer than the vault's copy.
+		c.parent, c.name = d, v.Name
+		d.children[v.Name] = c
+	}
+	return 0
+}
+
+// addChildLocked links a new entry under d, as a create through the mount
+// does. Caller holds m.mu.
+func (m *Mount) addChildLocked(d *entry, name string, c *entry, now time.Time) {
+	c.parent, c.name = d, name
+	m.metas[c.ino] = c
+	if d.children != nil {
+		d.children[name] = c
+	}
+	delete(d.negative, name)
+	d.touch(now)
+}
+
+// touch records that a directory's entries changed at now, as the vault
+// does in the same transaction.
+func (e *entry) touch(now time.Time) {
+	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
+}
+
+// removeLocked takes c out of the tree after the vault removed it. An open
+// file stays known (unlinked, with no path) until its last handle closes.
+func (m *Mount) removeLocked(c *entry) {
+	if c.parent != nil && c.parent.children != nil && c.parent.children[c.name] == c {
+		delete(c.parent.children, c.name)
+	}
+	c.parent = nil
+	c.unlinked = true
+	m.uncacheLocked(c)
+	if c.data == nil || c.data.opens == 0 {
+		if m.metas[c.ino] == c {
+			delete(m.metas, c.ino)
+		}
+		if c.data != nil {
+			delete(m.dirty, c)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package mount
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/avfs/avfs/vault"
+)
+
+// testVault creates a vault with quota q in a fresh store.
+func testVault(t testing.TB, q vault.Quota) *vault.Vault {
+	t.Helper()
+	ctx := context.Background()
+	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Create(ctx, "default", "v", q, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	return s.Vault("default", "v")
+}
+
+// mountVault mounts v on a fresh directory and unmounts it when the test
+// ends. Without /dev/fuse it fails: a skipped mount test would hide that
+// nothing was tested.
+func mountVault(t testing.TB, v *vault.Vault, o Options) *Mount {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Fatalf("mount tests need /dev/fuse and root: %v", err)
+	}
+	m, err := New(context.Background(), v, t.TempDir(), o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m
+}
+
+// syncMount commits what the mount still buffers or queues, so the vault
+// API sees it.
+func syncMount(t testing.TB, m *Mount) {
+	t.Helper()
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+}
+
+// vaultFile reads p through the vault API.
+func vaultFile(t testing.TB, v *vault.Vault, p string) string {
+	t.Helper()
+	data, _, err := v.ReadFile(context.Background(), p)
+	if err != nil {
+		t.Fatalf("vault ReadFile %s: %v", p, err)
+	}
+	return string(data)
+}
+
+func readFile(t testing.TB, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("ReadFile: %v", err)
+	}
+	return string(data)
+}
+
+func writeFile(t testing.TB, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatalf("WriteFile %s: %v", p, err)
+	}
+}
+
+// wantErrno fails unless err carries one of the errnos.
+func wantErrno(t testing.TB, what string, err error, want ...syscall.Errno) {
+	t.Helper()
+	for _, w := range want {
+		if errors.Is(err, w) {
+			return
+		}
+	}
+	t.Fatalf("%s: got error %v, want %v", what, err, want)
+}
+
+// checkFor polls fn until it returns nil or the deadline passes.
+func checkFor(t testing.TB, total, every time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", total, err)
+		}
+		time.Sleep(every)
+	}
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+func equalBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: got %d bytes, want %d (first difference at %d)", what, len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

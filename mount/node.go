@@ -1,0 +1,445 @@
+package mount
+
+import (
+	"context"
+	"sort"
+	"syscall"
+
+	"github.com/avfs/avfs/vault"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// node is what every kind of kernel node shares: the vault inode number it
+// stands for. Its state lives in the Mount's entry for that number, so
+// several node values for one inode (go-fuse keeps the first one it
+// registered) are interchangeable.
+type node struct {
+	fs.Inode
+	m   *Mount
+	ino uint64
+}
+
+// newNode returns the kernel node for e and its stable identity: the
+// vault's inode number, which survives unmounts, forks and restores and
+// is never reused within a vault, so one generation suffices.
+func (m *Mount) newNode(e *entry) (fs.InodeEmbedder, fs.StableAttr) {
+	id := fs.StableAttr{Mode: typeBits(e.kind), Ino: e.ino, Gen: 1}
+	switch e.kind {
+	case vault.KindDir:
+		return &dirNode{node{m: m, ino: e.ino}}, id
+	case vault.KindSymlink:
+		return &linkNode{node{m: m, ino: e.ino}}, id
+	}
+	return &fileNode{node{m: m, ino: e.ino}}, id
+}
+
+// entryOf resolves the entry a request is about: the open handle's, if
+// the request carries one, else the current entry for the node.
+func (n *node) entryOf(fh fs.FileHandle) *entry {
+	if h, ok := fh.(*handle); ok {
+		return h.e
+	}
+	return n.m.entry(n.ino)
+}
+
+var _ = (fs.NodeGetattrer)((*node)(nil))
+
+// Getattr answers from the entry cache. go-fuse hands in some open
+// handle of the node even for stat(2); the node's current entry wins over
+// a handle left from before Invalidate.
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	e := n.m.entry(n.ino)
+	if e == nil {
+		e = n.entryOf(fh)
+	}
+	if e == nil {
+		return errGone
+	}
+	return n.m.attr(n.m.ctx, e, &out.Attr)
+}
+
+var _ = (fs.NodeSetattrer)((*node)(nil))
+
+// Setattr handles chmod, utimens, truncate and chown.
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	e := n.entryOf(fh)
+	if e == nil {
+		return errGone
+	}
+	_, byHandle := fh.(*handle)
+	return n.m.setattr(n.m.ctx, n.EmbeddedInode(), e, !byHandle, in, out)
+}
+
+var _ = (fs.NodeStatfser)((*node)(nil))
+
+// Statfs reports the vault's quota as capacity.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return n.m.statfs(n.m.ctx, out)
+}
+
+// dirNode is a directory node.
+type dirNode struct{ node }
+
+// child renders e into a reply and returns its kernel node.
+func (d *dirNode) child(ctx context.Context, e *entry, out *fuse.EntryOut) *fs.Inode {
+	d.m.mu.Lock()
+	d.m.fillAttr(e, &out.Attr)
+	d.m.mu.Unlock()
+	ops, id := d.m.newNode(e)
+	return d.NewInode(ctx, ops, id)
+}
+
+// self returns the directory's entry, or errGone once it is gone.
+func (d *dirNode) self() (*entry, syscall.Errno) {
+	e := d.m.entry(d.ino)
+	if e == nil {
+		return nil, errGone
+	}
+	return e, 0
+}
+
+var _ = (fs.NodeLookuper)((*dirNode)(nil))
+
+// Lookup answers from the directory's cached listing.
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	de, errno := d.self()
+	if errno != 0 {
+		return nil, errno
+	}
+	e, errno := d.m.lookup(d.m.ctx, de, name)
+	if errno != 0 {
+		return nil, errno
+	}
+	return d.child(ctx, e, out), 0
+}
+
+var _ = (fs.NodeOpendirHandler)((*dirNode)(nil))
+
+// OpendirHandle snapshots the listing, sorted by name. The kernel may
+// cache it (FOPEN_CACHE_DIR): changes made through the mount invalidate
+// that cache by themselves, and Invalidate does for the rest.
+func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	de, errno := d.self()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	if errno := d.m.load(d.m.ctx, de); errno != 0 {
+		return nil, 0, errno
+	}
+	m := d.m
+	m.mu.Lock()
+	if de.children == nil {
+		m.mu.Unlock()
+		return nil, 0, syscall.ESTALE
+	}
+	parent := de.ino
+	if de.parent != nil {
+		parent = de.parent.ino
+	}
+	list := make([]fuse.DirEntry, 0, len(de.children)+2)
+	list = append(list,
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: de.ino},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent})
+	for name, c := range de.children {
+		list = append(list, fuse.DirEntry{Name: name, Mode: typeBits(c.kind), Ino: c.ino})
+	}
+	m.mu.Unlock()
+	sort.Slice(list[2:], func(i, j int) bool { return list[2+i].Name < list[2+j].Name })
+	return fs.NewListDirStream(list), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+var _ = (fs.NodeFsyncer)((*dirNode)(nil))
+
+// Fsync on a directory succeeds: every change of the tree is committed
+// before its request returns.
+func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	return 0
+}
+
+var _ = (fs.NodeMkdirer)((*dirNode)(nil))
+
+// Mkdir creates a directory.
+func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindDir, mode&0o7777, "")
+	if errno != 0 {
+		return nil, errno
+	}
+	return d.child(ctx, e, out), 0
+}
+
+var _ = (fs.NodeCreater)((*dirNode)(nil))
+
+// Create creates a regular file and opens it.
+func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	in := d.child(ctx, e, out)
+	h, fl := d.m.open(e, in, flags)
+	return in, h, fl, 0
+}
+
+var _ = (fs.NodeMknoder)((*dirNode)(nil))
+
+// Mknod creates regular files only: the vault has no devices, FIFOs or
+// sockets, and EPERM is what mknod(2) answers for a file system that does
+// not support a node type.
+func (d *dirNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
+		return nil, syscall.EPERM
+	}
+	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	if errno != 0 {
+		return nil, errno
+	}
+	return d.child(ctx, e, out), 0
+}
+
+var _ = (fs.NodeSymlinker)((*dirNode)(nil))
+
+// Symlink creates a symbolic link.
+func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindSymlink, 0o777, target)
+	if errno != 0 {
+		return nil, errno
+	}
+	return d.child(ctx, e, out), 0
+}
+
+var _ = (fs.NodeLinker)((*dirNode)(nil))
+
+// Link fails with EPERM: the vault has no hard links, and link(2) answers
+// EPERM on a file system that does not support them. git falls back to
+// rename(2) on this error.
+func (d *dirNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if d.m.ro {
+		return nil, syscall.EROFS
+	}
+	return nil, syscall.EPERM
+}
+
+var _ = (fs.NodeUnlinker)((*dirNode)(nil))
+
+// Unlink removes a file or symlink.
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	return d.m.remove(d.m.ctx, d.ino, name, false)
+}
+
+var _ = (fs.NodeRmdirer)((*dirNode)(nil))
+
+// Rmdir removes an empty directory.
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return d.m.remove(d.m.ctx, d.ino, name, true)
+}
+
+var _ = (fs.NodeRenamer)((*dirNode)(nil))
+
+// Rename moves an entry, replacing the destination unless
+// RENAME_NOREPLACE is given.
+func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	nd, ok := newParent.(*dirNode)
+	if !ok {
+		return syscall.EXDEV
+	}
+	return d.m.rename(d.m.ctx, d.ino, name, nd.ino, newName, flags)
+}
+
+// linkNode is a symbolic link node.
+type linkNode struct{ node }
+
+var _ = (fs.NodeReadlinker)((*linkNode)(nil))
+
+// Readlink returns the target from the entry cache.
+func (l *linkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	e := l.m.entry(l.ino)
+	if e == nil {
+		return nil, errGone
+	}
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return []byte(e.target), 0
+}
+
+// fileNode is a regular file node.
+type fileNode struct{ node }
+
+// handle is one open file description. It pins the entry and content
+// state it was opened on, so a handle that outlives Invalidate fails
+// with ESTALE instead of reaching whatever now has its path.
+type handle struct {
+	e *entry
+	d *fileData
+}
+
+// open registers a new handle on e. Read-only handles ask for no FLUSH,
+// which saves a round trip per close; every handle keeps the page cache
+// unless a failed commit or Invalidate made it wrong.
+func (m *Mount) open(e *entry, in *fs.Inode, flags uint32) (*handle, uint32) {
+	d := m.acquire(e, in)
+	fl := uint32(fuse.FOPEN_KEEP_CACHE)
+	m.mu.Lock()
+	if e.dropCache {
+		e.dropCache = false
+		fl = 0
+	}
+	m.mu.Unlock()
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0 {
+		fl |= fuse.FOPEN_NOFLUSH
+	}
+	return &handle{e: e, d: d}, fl
+}
+
+var _ = (fs.NodeOpener)((*fileNode)(nil))
+
+// Open opens the file. O_TRUNC arrives here (atomic O_TRUNC) and is
+// buffered with the writes that follow.
+func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	m := f.m
+	if m.ro && (flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0) {
+		return nil, 0, syscall.EROFS
+	}
+	e := m.entry(f.ino)
+	if e == nil {
+		return nil, 0, errGone
+	}
+	h, fl := m.open(e, f.EmbeddedInode(), flags)
+	if flags&syscall.O_TRUNC != 0 {
+		if errno := m.truncate(m.ctx, e, f.EmbeddedInode(), 0, false); errno != 0 {
+			m.release(e, h.d)
+			return nil, 0, errno
+		}
+	}
+	return h, fl, 0
+}
+
+var _ = (fs.NodeReader)((*fileNode)(nil))
+
+// Read serves buffered writes from memory and the rest from the vault.
+func (f *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return nil, syscall.EBADF
+	}
+	n, errno := f.m.read(f.m.ctx, h, dest, off)
+	if errno != 0 {
+		return nil, errno
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+var _ = (fs.NodeWriter)((*fileNode)(nil))
+
+// Write buffers data; it reaches the vault at flush, fsync or close.
+func (f *fileNode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0, syscall.EBADF
+	}
+	if errno := f.m.write(f.m.ctx, h, data, off); errno != 0 {
+		return 0, errno
+	}
+	return uint32(len(data)), 0
+}
+
+var _ = (fs.NodeFlusher)((*fileNode)(nil))
+
+// Flush commits the file's buffered writes: close(2) reports a failed
+// commit, quota errors included.
+func (f *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	return f.sync(fh)
+}
+
+var _ = (fs.NodeFsyncer)((*fileNode)(nil))
+
+// Fsync commits the file's buffered writes.
+func (f *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	return f.sync(fh)
+}
+
+func (f *fileNode) sync(fh fs.FileHandle) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0
+	}
+	if err := f.m.commit(f.m.ctx, h.e); err != nil {
+		return f.m.errno("flush", "", err)
+	}
+	return 0
+}
+
+var _ = (fs.NodeReleaser)((*fileNode)(nil))
+
+// Release commits what is still buffered when the last handle closes
+// (writes through a shared mapping can arrive after the last flush).
+func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	h, ok := fh.(*handle)
+	if !ok {
+		return 0
+	}
+	m := f.m
+	m.mu.Lock()
+	last := h.d.opens == 1
+	m.mu.Unlock()
+	if last {
+		if err := m.commit(m.ctx, h.e); err != nil {
+			m.log.Warn("commit on release failed: buffered writes dropped", keyErr, err)
+		}
+	}
+	m.release(h.e, h.d)
+	return 0
+}
+
+var _ = (fs.NodeAllocater)((*fileNode)(nil))
+
+// Allocate supports plain fallocate, which extends the file, and
+// FALLOC_FL_KEEP_SIZE, which has nothing to reserve in a vault. Holes
+// and ranges cannot be punched or zeroed.
+func (f *fileNode) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	switch mode {
+	case unix.FALLOC_FL_KEEP_SIZE:
+		return 0
+	case 0:
+	default:
+		return syscall.EOPNOTSUPP
+	}
+	e := f.entryOf(fh)
+	if e == nil {
+		return errGone
+	}
+	f.m.mu.Lock()
+	cur := e.size
+	f.m.mu.Unlock()
+	if end := int64(off + size); end > cur {
+		return f.m.truncate(f.m.ctx, e, f.EmbeddedInode(), end, fh == nil)
+	}
+	return 0
+}
+
+// maxCopy bounds one copy_file_range request; the caller loops for more.
+const maxCopy = 4 << 20
+
+var _ = (fs.NodeCopyFileRanger)((*fileNode)(nil))
+
+// CopyFileRange copies within the mount in memory: read through one
+// handle, buffered as a write on the other. It spares the kernel's
+// fallback a READ and a WRITE round trip per 128 KiB (cargo copies every
+// artifact it cannot hard-link).
+func (f *fileNode) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, n uint64, flags uint64) (uint32, syscall.Errno) {
+	in, ok := fhIn.(*handle)
+	dst, ok2 := fhOut.(*handle)
+	if !ok || !ok2 || flags != 0 {
+		return 0, syscall.EINVAL
+	}
+	buf := make([]byte, min(n, maxCopy))
+	got, errno := f.m.read(f.m.ctx, in, buf, int64(offIn))
+	if errno != 0 || got == 0 {
+		return 0, errno
+	}
+	if errno := f.m.write(f.m.ctx, dst, buf[:got], int64(offOut)); errno != 0 {
+		return 0, errno
+	}
+	return uint32(got), 0
+}

@@ -1,0 +1,725 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	iofs "io/fs"
+	"syscall"
+	"time"
+
+	"github.com/avfs/avfs/vault"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// The operations below carry the semantics the node types expose. Each
+// change is a vault transaction, except removals and renames, which are
+// checked against the entry cache, answered, and queued for the next one.
+
+// create makes a file, directory or symlink called name in directory
+// dirIno.
+func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vault.Kind, perm uint32, target string) (*entry, syscall.Errno) {
+	if m.ro {
+		return nil, syscall.EROFS
+	}
+	m.nsMu.Lock()
+	defer m.nsMu.Unlock()
+	d := m.entry(dirIno)
+	if d == nil {
+		return nil, errGone
+	}
+	dp, errno := m.path(d)
+	if errno != 0 {
+		return nil, errno
+	}
+	p := childPath(dp, name)
+	mode := iofs.FileMode(perm).Perm()
+	var st vault.Entry
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		ino := tx.NextIno()
+		var err error
+		switch kind {
+		case vault.KindFile:
+			_, err = tx.WriteFile(p, nil, vault.WriteOptions{Mode: mode, Exclusive: true})
+		case vault.KindDir:
+			err = tx.Mkdir(p, mode, false)
+		case vault.KindSymlink:
+			err = tx.Symlink(target, p)
+		}
+		if err != nil {
+			return err
+		}
+		if mode == 0 && kind != vault.KindSymlink {
+			// The vault reads mode 0 as "default": ask for it again.
+			if _, err := tx.SetAttr(p, &mode, nil); err != nil {
+				return err
+			}
+		}
+		if tx.NextIno() != ino+1 {
+			// Not the one number a create takes: ask the vault.
+			st, err = tx.Stat(p)
+			return err
+		}
+		// What the vault just stored, known without a second walk.
+		st = vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: tx.Time(), Ctime: tx.Time()}
+		if kind == vault.KindSymlink {
+			st.Mode, st.Size, st.Target = 0o777, int64(len(target)), target
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, m.errno("create", p, err)
+	}
+	now := st.Ctime
+	c := newEntry(st)
+	if kind == vault.KindDir {
+		c.children = map[string]*entry{}
+	}
+	m.mu.Lock()
+	m.addChildLocked(d, name, c, now)
+	m.mu.Unlock()
+	return c, 0
+}
+
+// remove unlinks name from directory dirIno: a directory only for rmdir,
+// anything else only for unlink.
+func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bool) syscall.Errno {
+	if m.ro {
+		return syscall.EROFS
+	}
+	m.nsMu.Lock()
+	defer m.nsMu.Unlock()
+	d := m.entry(dirIno)
+	if d == nil {
+		return errGone
+	}
+	c, errno := m.lookupHeld(ctx, d, name)
+	if errno != 0 {
+		return errno
+	}
+	if errno := m.checkKind(ctx, c, rmdir); errno != 0 {
+		return errno
+	}
+	p, errno := m.path(c)
+	if errno != 0 {
+		return errno
+	}
+	o := m.keepOpen(c)
+	if o.ready() {
+		m.enqueue(change{op: opRemove, from: p, rmdir: rmdir})
+		o.done(true)
+		m.mu.Lock()
+		m.removeLocked(c)
+		d.touch(time.Now())
+		m.mu.Unlock()
+		return 0
+	}
+	// An open file whose content is not at hand: it must be read in the
+	// transaction that removes it, so this removal cannot wait.
+	var now time.Time
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		if err := o.read(tx, p); err != nil {
+			return err
+		}
+		now = tx.Time()
+		return tx.Remove(p, vault.RemoveOptions{DirOnly: rmdir, FileOnly: !rmdir})
+	})
+	o.done(err == nil)
+	if err != nil {
+		return m.errno("remove", p, err)
+	}
+	m.mu.Lock()
+	m.removeLocked(c)
+	d.touch(now)
+	m.mu.Unlock()
+	return 0
+}
+
+// rename moves name in dirIno to newName in newDirIno. RENAME_NOREPLACE is
+// honoured; RENAME_EXCHANGE and RENAME_WHITEOUT are EINVAL, which is how
+// renameat2(2) reports flags a file system does not support.
+func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string, flags uint32) syscall.Errno {
+	if m.ro {
+		return syscall.EROFS
+	}
+	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
+		return syscall.EINVAL
+	}
+	m.nsMu.Lock()
+	defer m.nsMu.Unlock()
+	sd, dd := m.entry(dirIno), m.entry(newDirIno)
+	if sd == nil || dd == nil {
+		return errGone
+	}
+	c, errno := m.lookupHeld(ctx, sd, name)
+	if errno != 0 {
+		return errno
+	}
+	victim, errno := m.lookupHeld(ctx, dd, newName)
+	switch {
+	case errno == syscall.ENOENT:
+		victim = nil
+	case errno != 0:
+		return errno
+	case victim == c:
+		return 0 // both names are the same entry: nothing to do
+	}
+	noReplace := flags&unix.RENAME_NOREPLACE != 0
+	if errno := m.checkRename(ctx, c, dd, newName, victim, noReplace); errno != 0 {
+		return errno
+	}
+	sp, errno := m.path(c)
+	if errno != 0 {
+		return errno
+	}
+	dp, errno := m.path(dd)
+	if errno != 0 {
+		return errno
+	}
+	dp = childPath(dp, newName)
+	if len(dp) > vault.MaxPathLen {
+		return syscall.ENAMETOOLONG
+	}
+	var o orphaning
+	if victim != nil {
+		o = m.keepOpen(victim)
+	}
+	if o.ready() {
+		m.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace})
+		o.done(true)
+		m.move(sd, name, c, dd, newName, victim, time.Now())
+		return 0
+	}
+	var now time.Time
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		if err := o.read(tx, dp); err != nil {
+			return err
+		}
+		now = tx.Time()
+		return tx.Rename(sp, dp, vault.RenameOptions{NoReplace: flags&unix.RENAME_NOREPLACE != 0})
+	})
+	o.done(err == nil)
+	if err != nil {
+		return m.errno("rename", sp, err)
+	}
+	m.move(sd, name, c, dd, newName, victim, now)
+	return 0
+}
+
+// move records a rename in the entry cache.
+func (m *Mount) move(sd *entry, name string, c, dd *entry, newName string, victim *entry, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if victim != nil {
+		m.removeLocked(victim)
+	}
+	if sd.children != nil && sd.children[name] == c {
+		delete(sd.children, name)
+	}
+	c.parent, c.name = dd, newName
+	if dd.children != nil {
+		dd.children[newName] = c
+	}
+	delete(dd.negative, newName)
+	sd.touch(now)
+	dd.touch(now)
+}
+
+// checkKind does the checks of rmdir(2) and unlink(2) that the vault
+// would, so that a removal can be answered before it is committed.
+// Caller holds m.nsMu.
+func (m *Mount) checkKind(ctx context.Context, c *entry, rmdir bool) syscall.Errno {
+	isDir := c.kind == vault.KindDir
+	switch {
+	case rmdir && !isDir:
+		return syscall.ENOTDIR
+	case !rmdir && isDir:
+		return syscall.EISDIR
+	case isDir:
+		return m.checkEmpty(ctx, c)
+	}
+	return 0
+}
+
+// checkEmpty answers ENOTEMPTY unless directory c is empty. Caller holds
+// m.nsMu.
+func (m *Mount) checkEmpty(ctx context.Context, c *entry) syscall.Errno {
+	if errno := m.loadHeld(ctx, c); errno != 0 {
+		return errno
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(c.children) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	return 0
+}
+
+// checkRename does the checks of rename(2) that the vault would, so that
+// a rename can be answered before it is committed. Caller holds m.nsMu.
+func (m *Mount) checkRename(ctx context.Context, c, dd *entry, newName string, victim *entry, noReplace bool) syscall.Errno {
+	if len(newName) > vault.MaxNameLen {
+		return syscall.ENAMETOOLONG
+	}
+	if vault.ValidName(newName) != nil {
+		return syscall.EINVAL
+	}
+	if victim != nil {
+		switch {
+		case noReplace:
+			return syscall.EEXIST
+		case victim.kind == vault.KindDir && c.kind != vault.KindDir:
+			return syscall.EISDIR
+		case victim.kind != vault.KindDir && c.kind == vault.KindDir:
+			return syscall.ENOTDIR
+		case victim.kind == vault.KindDir:
+			if errno := m.checkEmpty(ctx, victim); errno != 0 {
+				return errno
+			}
+		}
+	}
+	if c.kind == vault.KindDir {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for a := dd; a != nil; a = a.parent {
+			if a == c {
+				return syscall.EINVAL // into itself
+			}
+		}
+	}
+	return 0
+}
+
+// orphaning keeps the committed content of a file that is being unlinked
+// (or renamed over) while open, so its descriptors can still read it, as
+// POSIX requires. The zero value keeps nothing.
+type orphaning struct {
+	d       *fileData
+	content []byte
+}
+
+// keepOpen prepares to orphan c if it is an open file. The caller holds
+// m.nsMu exclusively, so no commit can change the content meanwhile;
+// keepOpen locks the fileData until done.
+func (m *Mount) keepOpen(c *entry) orphaning {
+	m.mu.Lock()
+	d := c.data
+	open := d != nil && d.opens > 0
+	m.mu.Unlock()
+	if !open {
+		return orphaning{}
+	}
+	d.mu.Lock()
+	m.mu.Lock()
+	content := m.cachedLocked(c)
+	m.mu.Unlock()
+	if content == nil && d.vsize == 0 {
+		content = []byte{}
+	}
+	return orphaning{d: d, content: content}
+}
+
+// ready reports whether nothing needs reading before the removal, which
+// can then be queued.
+func (o *orphaning) ready() bool { return o.d == nil || o.content != nil }
+
+// read loads the committed content in the transaction that removes it.
+func (o *orphaning) read(tx *vault.Tx, p string) error {
+	if o.d == nil || o.content != nil || o.d.vsize > maxOrphan {
+		return nil
+	}
+	data, _, err := tx.ReadFile(p)
+	o.content = data
+	return err
+}
+
+// done orphans the file if the removal committed, and unlocks it.
+func (o *orphaning) done(removed bool) {
+	if o.d == nil {
+		return
+	}
+	if removed {
+		o.d.orphan, o.d.orphanData = true, o.content
+	}
+	o.d.mu.Unlock()
+}
+
+// acquire returns e's fileData, creating it, and counts one more user.
+func (m *Mount) acquire(e *entry, in *fs.Inode) *fileData {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.data == nil {
+		e.data = newFileData(e)
+	}
+	e.data.opens++
+	if in != nil {
+		e.data.inode = in
+	}
+	return e.data
+}
+
+// release drops one user of d. The last one frees d if it is clean, and
+// forgets e if it was unlinked meanwhile.
+func (m *Mount) release(e *entry, d *fileData) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d.opens--
+	if d.opens > 0 {
+		return
+	}
+	if e.data == d && !d.dirty {
+		e.data = nil
+	}
+	if e.unlinked && m.metas[e.ino] == e {
+		delete(m.metas, e.ino)
+		delete(m.dirty, e)
+	}
+}
+
+// setDirtyLocked records whether d has changes to commit. Caller holds
+// d.mu and m.mu.
+func (m *Mount) setDirtyLocked(e *entry, d *fileData, dirty bool) {
+	d.dirty = dirty
+	if dirty && m.currentLocked(e) {
+		m.dirty[e] = struct{}{}
+	} else {
+		delete(m.dirty, e)
+	}
+}
+
+// commit writes e's buffered changes to the vault in one transaction.
+func (m *Mount) commit(ctx context.Context, e *entry) error {
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	m.mu.Lock()
+	d := e.data
+	m.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return m.commitLocked(ctx, e, d, nil)
+}
+
+// commitLocked writes d's buffered changes (d may be nil) and then runs
+// extra in the same transaction. A failed commit drops the buffered
+// changes: the vault keeps the previous content, and so does the mount.
+// Caller holds m.nsMu (shared) and d.mu.
+func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra func(tx *vault.Tx, p string) error) error {
+	content := d != nil && d.dirty && !d.orphan && !d.stale
+	if !content && extra == nil {
+		return nil
+	}
+	p, errno := m.path(e)
+	if errno != 0 {
+		return errno
+	}
+	var now time.Time
+	contentErr := false
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		if content {
+			if err := d.apply(tx, p); err != nil {
+				contentErr = true
+				return err
+			}
+		}
+		now = tx.Time()
+		if extra != nil {
+			return extra(tx, p)
+		}
+		return nil
+	})
+	if err != nil {
+		if contentErr {
+			m.discardLocked(e, d)
+		}
+		return fmt.Errorf("commit %s: %w", p, err)
+	}
+	if !content {
+		return nil
+	}
+	m.mu.Lock()
+	if data := d.contentAfter(m.cachedLocked(e)); data != nil {
+		m.cacheLocked(e, data)
+	} else {
+		m.uncacheLocked(e)
+	}
+	m.mu.Unlock()
+	d.committed(now.UnixNano())
+	m.mu.Lock()
+	e.size = d.size
+	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
+	m.setDirtyLocked(e, d, false)
+	shown, in := d.shown, d.inode
+	d.shown = false
+	m.mu.Unlock()
+	if shown {
+		// The kernel may cache the mtime of the last write; the vault
+		// recorded the commit's.
+		m.notifyContent(in, -1, 0)
+	}
+	return nil
+}
+
+// discardLocked drops d's buffered changes and makes the kernel drop the
+// pages and attributes it got from them. Caller holds d.mu.
+func (m *Mount) discardLocked(e *entry, d *fileData) {
+	d.revert()
+	m.mu.Lock()
+	e.dropCache = true
+	e.size = d.size
+	e.mtime, e.ctime = d.vmtime, d.vctime
+	m.setDirtyLocked(e, d, false)
+	in := d.inode
+	m.mu.Unlock()
+	m.notifyContent(in, 0, 0)
+}
+
+// apply replays the buffered changes through tx: a cut below the committed
+// size, the writes, then a final extension. Each write rewrites only the
+// chunks it touches.
+func (d *fileData) apply(tx *vault.Tx, p string) error {
+	cur := d.vsize
+	if d.base < cur {
+		if err := tx.Truncate(p, d.base); err != nil {
+			return err
+		}
+		cur = d.base
+	}
+	for i := range d.exts {
+		x := &d.exts[i]
+		if _, err := tx.WriteAt(p, x.off, x.data); err != nil {
+			return err
+		}
+		cur = max(cur, x.end())
+	}
+	if d.size != cur {
+		return tx.Truncate(p, d.size)
+	}
+	return nil
+}
+
+// write buffers data at off of the file behind h, committing early when
+// the buffer grows past MaxDirty.
+func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) syscall.Errno {
+	if m.ro {
+		return syscall.EROFS
+	}
+	e, d := h.e, h.d
+	d.mu.Lock()
+	if d.stale {
+		d.mu.Unlock()
+		return syscall.ESTALE
+	}
+	if errno := m.checkFileSize(ctx, d, off+int64(len(data))); errno != 0 {
+		// Refuse the whole session's changes, not just this write:
+		// what the file held before stays, as when a commit fails.
+		m.discardLocked(e, d)
+		d.mu.Unlock()
+		return errno
+	}
+	d.write(off, data)
+	now := time.Now().UnixNano()
+	m.mu.Lock()
+	e.size = d.size
+	e.mtime, e.ctime = now, now
+	m.setDirtyLocked(e, d, !d.orphan)
+	m.mu.Unlock()
+	over := d.dirtyBytes > m.maxDirty && !d.orphan
+	d.mu.Unlock()
+	if over {
+		if err := m.commit(ctx, e); err != nil {
+			return m.errno("write", "", err)
+		}
+	}
+	return 0
+}
+
+// read fills dest from the file behind h at off.
+func (m *Mount) read(ctx context.Context, h *handle, dest []byte, off int64) (int, syscall.Errno) {
+	e, d := h.e, h.d
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stale {
+		return 0, syscall.ESTALE
+	}
+	n, err := d.read(dest, off, func(buf []byte, at int64) (int, error) {
+		if d.orphan {
+			if d.orphanData == nil {
+				return 0, syscall.EIO
+			}
+			return copy(buf, d.orphanData[min(at, int64(len(d.orphanData))):]), nil
+		}
+		return m.fetch(ctx, e, d, buf, at)
+	})
+	if err != nil {
+		return 0, m.errno("read", "", err)
+	}
+	return n, 0
+}
+
+// fetch reads committed content of e for a read: from the content cache,
+// else a small file whole (and into the cache), else just the range.
+// Caller holds m.nsMu (shared) and d.mu.
+func (m *Mount) fetch(ctx context.Context, e *entry, d *fileData, buf []byte, at int64) (int, error) {
+	m.mu.Lock()
+	c := m.cachedLocked(e)
+	caching := m.cache.max > 0 && d.vsize <= min(m.cache.max, maxCachedFile)
+	m.mu.Unlock()
+	if c != nil {
+		return copy(buf, c[min(at, int64(len(c))):]), nil
+	}
+	p, errno := m.path(e)
+	if errno != 0 {
+		return 0, errno
+	}
+	if err := m.flushHeld(ctx); err != nil {
+		return 0, err
+	}
+	if !caching {
+		return m.v.ReadAt(ctx, p, at, buf)
+	}
+	data, _, err := m.v.ReadFile(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if int64(len(data)) == d.vsize {
+		m.mu.Lock()
+		m.cacheLocked(e, data)
+		m.mu.Unlock()
+	}
+	return copy(buf, data[min(at, int64(len(data))):]), nil
+}
+
+// truncate sets the size of file e. Through a descriptor (ftruncate,
+// O_TRUNC) the cut is buffered like a write; truncate(2) by path commits
+// at once, with whatever else the file has buffered.
+func (m *Mount) truncate(ctx context.Context, e *entry, in *fs.Inode, size int64, byPath bool) syscall.Errno {
+	switch {
+	case m.ro:
+		return syscall.EROFS
+	case e.kind == vault.KindDir:
+		return syscall.EISDIR
+	case e.kind != vault.KindFile:
+		return syscall.EINVAL
+	}
+	d := m.acquire(e, in)
+	defer m.release(e, d)
+	d.mu.Lock()
+	if d.stale {
+		d.mu.Unlock()
+		return syscall.ESTALE
+	}
+	if errno := m.checkFileSize(ctx, d, size); errno != 0 {
+		d.mu.Unlock()
+		return errno
+	}
+	changed := d.truncate(size)
+	if changed {
+		now := time.Now().UnixNano()
+		m.mu.Lock()
+		e.size = size
+		e.mtime, e.ctime = now, now
+		m.setDirtyLocked(e, d, !d.orphan)
+		m.mu.Unlock()
+	}
+	d.mu.Unlock()
+	if changed && byPath {
+		if err := m.commit(ctx, e); err != nil {
+			return m.errno("truncate", "", err)
+		}
+	}
+	return 0
+}
+
+// setattr applies chmod, utimens and truncate. The vault keeps neither
+// owners nor access times: chown and atime-only changes succeed and
+// change nothing, so that cp -a and tar work as root.
+func (m *Mount) setattr(ctx context.Context, in *fs.Inode, e *entry, byPath bool, sin *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if m.ro {
+		return syscall.EROFS
+	}
+	if size, ok := sin.GetSize(); ok {
+		if errno := m.truncate(ctx, e, in, int64(size), byPath); errno != 0 {
+			return errno
+		}
+	}
+	var modep *iofs.FileMode
+	var mtimep *time.Time
+	if mode, ok := sin.GetMode(); ok {
+		fm := iofs.FileMode(mode).Perm()
+		modep = &fm
+	}
+	if mtime, ok := sin.GetMTime(); ok {
+		mtimep = &mtime
+	}
+	if modep != nil || mtimep != nil {
+		if errno := m.chattr(ctx, e, modep, mtimep); errno != 0 {
+			return errno
+		}
+	}
+	return m.attr(ctx, e, &out.Attr)
+}
+
+// chattr changes mode and/or mtime. Of a file with buffered writes, the
+// writes are committed first, in the same transaction, so that the commit
+// cannot overwrite a new mtime (cp -p sets times before it closes).
+// Anything else is queued: it cannot fail once the entry exists.
+func (m *Mount) chattr(ctx context.Context, e *entry, mode *iofs.FileMode, mtime *time.Time) syscall.Errno {
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	m.mu.Lock()
+	d := e.data
+	m.mu.Unlock()
+	if d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+	}
+	if d == nil || !d.dirty || d.orphan || d.stale || mtime == nil {
+		return m.chattrQueued(e, d, mode, mtime)
+	}
+	var res vault.Entry
+	err := m.commitLocked(ctx, e, d, func(tx *vault.Tx, p string) error {
+		var err error
+		res, err = tx.SetAttr(p, mode, mtime)
+		return err
+	})
+	if err != nil {
+		return m.errno("setattr", "", err)
+	}
+	d.vmtime, d.vctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
+	m.mu.Lock()
+	e.mode = uint32(res.Mode.Perm())
+	e.mtime, e.ctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
+	m.mu.Unlock()
+	return 0
+}
+
+// chattrQueued records a mode or mtime change and queues it. Caller holds
+// m.nsMu (shared: no rename can change the path before the change is
+// queued) and d.mu if d is not nil.
+func (m *Mount) chattrQueued(e *entry, d *fileData, mode *iofs.FileMode, mtime *time.Time) syscall.Errno {
+	p, errno := m.path(e)
+	if errno != 0 {
+		return errno
+	}
+	m.enqueue(change{op: opSetattr, from: p, mode: mode, mtime: mtime})
+	now := time.Now().UnixNano()
+	if d != nil && mtime != nil {
+		d.vmtime = mtime.UnixNano() // what a failed commit goes back to
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mode != nil {
+		e.mode = uint32(mode.Perm())
+	}
+	if mtime != nil {
+		e.mtime = mtime.UnixNano()
+	}
+	e.ctime = now
+	return 0
+}

@@ -1,0 +1,145 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/vault"
+)
+
+// Mounts keeps one FUSE mount per active vault under a root directory, at
+// a stable path (root/<namespace>/<vault>) so that tools which remember
+// absolute paths (cargo's fingerprints, git worktrees) keep their caches
+// from one command to the next.
+type Mounts struct {
+	root string
+	log  *slog.Logger
+
+	mu sync.Mutex
+	m  map[string]*activeMount
+}
+
+type activeMount struct {
+	mnt *mount.Mount
+	// run serialises commands in one vault: requests to a vault apply in
+	// order, one at a time. flock extends that to other processes.
+	run  sync.Mutex
+	lock *os.File
+}
+
+// NewMounts returns a mount manager rooted at root.
+func NewMounts(root string, log *slog.Logger) *Mounts {
+	return &Mounts{root: root, log: log, m: map[string]*activeMount{}}
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// acquire mounts v if needed and takes its run lock; release undoes the
+// lock but keeps the mount.
+func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, func(), error) {
+	ms.mu.Lock()
+	am, ok := ms.m[key(v.Namespace(), v.Name())]
+	if !ok {
+		var err error
+		am, err = ms.mount(ctx, v)
+		if err != nil {
+			ms.mu.Unlock()
+			return nil, nil, err
+		}
+		ms.m[key(v.Namespace(), v.Name())] = am
+	}
+	ms.mu.Unlock()
+	am.run.Lock()
+	if err := unix.Flock(int(am.lock.Fd()), unix.LOCK_EX); err != nil {
+		am.run.Unlock()
+		return nil, nil, fmt.Errorf("lock vault %s: %w", v.Name(), err)
+	}
+	return am, func() {
+		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
+		am.run.Unlock()
+	}, nil
+}
+
+func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, error) {
+	dir := filepath.Join(ms.root, v.Namespace(), v.Name())
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	// A process killed with SIGKILL leaves a dead mount behind, which
+	// answers ENOTCONN; a lazy unmount clears it.
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	// Only one process may serve the stable path: wait for another
+	// process's command in this vault to finish and its mount to go.
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)
+	}
+	return &activeMount{mnt: m, lock: lock}, nil
+}
+
+// Invalidate tells the mount of ns/name, if any, that the vault changed
+// underneath it (a restore or a write through the API).
+func (ms *Mounts) Invalidate(ns, name string) {
+	ms.mu.Lock()
+	am := ms.m[key(ns, name)]
+	ms.mu.Unlock()
+	if am != nil {
+		am.mnt.Invalidate()
+	}
+}
+
+// Release unmounts ns/name if it is mounted (before a vault is deleted).
+func (ms *Mounts) Release(ns, name string) error {
+	ms.mu.Lock()
+	am := ms.m[key(ns, name)]
+	delete(ms.m, key(ns, name))
+	ms.mu.Unlock()
+	if am == nil {
+		return nil
+	}
+	am.run.Lock()
+	defer am.run.Unlock()
+	defer am.lock.Close()
+	return am.mnt.Close()
+}
+
+// Close unmounts everything.
+func (ms *Mounts) Close() error {
+	ms.mu.Lock()
+	all := ms.m
+	ms.m = map[string]*activeMount{}
+	ms.mu.Unlock()
+	var errs []error
+	for _, am := range all {
+		am.run.Lock()
+		errs = append(errs, am.mnt.Close())
+		am.lock.Close()
+		am.run.Unlock()
+	}
+	return errors.Join(errs...)
+}

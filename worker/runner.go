@@ -1,0 +1,328 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/avfs/avfs/exec"
+	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/policy"
+	"github.com/avfs/avfs/vault"
+)
+
+// Config tunes command runs.
+type Config struct {
+	Timeout     time.Duration // default 300 s
+	Grace       time.Duration // default 5 s
+	MaxOutput   int           // per stream, default 1 MiB
+	EnvAllow    []string      // host variables passed through; default exec.DefaultEnvAllow()
+	ApprovalTTL time.Duration // default 1 h
+	Worker      string        // id reported in envelopes
+}
+
+// Runner runs commands in vaults.
+type Runner struct {
+	store  *vault.Store
+	policy *policy.Policy
+	mounts *Mounts
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// NewRunner returns a Runner. mounts may be shared with other runners of
+// the same process.
+func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Config, log *slog.Logger) *Runner {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 300 * time.Second
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	if cfg.MaxOutput == 0 {
+		cfg.MaxOutput = 1 << 20
+	}
+	if len(cfg.EnvAllow) == 0 {
+		cfg.EnvAllow = exec.DefaultEnvAllow()
+	}
+	if cfg.ApprovalTTL == 0 {
+		cfg.ApprovalTTL = time.Hour
+	}
+	if cfg.Worker == "" {
+		cfg.Worker = "local"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now}
+}
+
+// Register plugs exec, approvals and policy checks into h, and keeps
+// mounts coherent with changes made through h's other operations.
+func (r *Runner) Register(h *handler.Handler) {
+	handler.Register(h, messages.OpExec, func(ctx context.Context, req messages.Request, a messages.ExecArgs) (any, error) {
+		return r.Exec(ctx, req, a)
+	})
+	handler.Register(h, messages.OpPolicyCheck, func(ctx context.Context, req messages.Request, a messages.PolicyCheckArgs) (any, error) {
+		d, err := r.decide(a.Argv, a.Shell, "")
+		if err != nil {
+			return nil, err
+		}
+		return messages.PolicyCheckResult{Decision: d}, nil
+	})
+	handler.Register(h, messages.OpApprovalList, r.approvalList)
+	handler.Register(h, messages.OpApprovalShow, r.approvalShow)
+	handler.Register(h, messages.OpApprovalGrant, r.approvalGrant)
+	handler.Register(h, messages.OpApprovalDeny, r.approvalDeny)
+	h.OnChange(func(op messages.Op, ns, name string) {
+		if op == messages.OpVaultDelete {
+			r.mounts.Release(ns, name)
+			return
+		}
+		r.mounts.Invalidate(ns, name)
+	})
+}
+
+func wireDecision(d policy.Decision) messages.Decision {
+	cats := d.Categories
+	if cats == nil {
+		cats = []string{}
+	}
+	return messages.Decision{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason, Categories: cats}
+}
+
+// decide asks the policy about argv or a shell string. workspace is the
+// host directory the command would run in ("" skips host-path checks).
+func (r *Runner) decide(argv []string, shell, workspace string) (messages.Decision, error) {
+	switch {
+	case len(argv) > 0 && shell != "":
+		return messages.Decision{}, messages.Errorf(messages.CodeInvalidArgument, "give a command (argv) or --shell, not both")
+	case len(argv) > 0:
+		return wireDecision(r.policy.Check(argv, workspace)), nil
+	case shell != "":
+		return wireDecision(r.policy.CheckShell(shell, workspace)), nil
+	}
+	return messages.Decision{}, messages.Errorf(messages.CodeInvalidArgument, "no command: pass -- ARGV... or --shell STRING")
+}
+
+func newID(prefix string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Exec runs one command and returns its envelope. A request id seen
+// before returns the stored envelope of the first completed run.
+func (r *Runner) Exec(ctx context.Context, req messages.Request, a messages.ExecArgs) (messages.Envelope, error) {
+	return r.exec(ctx, req, a, false)
+}
+
+func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.ExecArgs, approved bool) (messages.Envelope, error) {
+	env := messages.Envelope{
+		Schema: messages.EnvelopeSchema, RequestID: req.RequestID, Namespace: req.Namespace, Vault: req.Vault,
+		Worker: r.cfg.Worker, Attempt: handler.Attempt(ctx), Command: a.Argv, Cwd: "/", StartedAt: r.now().UTC().Format(time.RFC3339Nano),
+	}
+	if env.Command != nil && len(env.Command) == 0 {
+		env.Command = nil
+	}
+	if a.Shell != "" {
+		s := a.Shell
+		env.Shell = &s
+	}
+	if req.RequestID != "" {
+		if prev, ok, err := r.stored(ctx, req.RequestID); err != nil || ok {
+			return prev, err
+		}
+	}
+	// Validate everything before anything happens.
+	if a.Cwd != "" {
+		env.Cwd = a.Cwd
+	}
+	cwdComps, err := vault.CleanPath(env.Cwd)
+	if err != nil {
+		return env, err
+	}
+	env.Cwd = vault.JoinPath(cwdComps)
+	timeout := r.cfg.Timeout
+	if a.Timeout != "" {
+		if timeout, err = time.ParseDuration(a.Timeout); err != nil || timeout <= 0 {
+			return env, messages.Errorf(messages.CodeInvalidArgument, "timeout %q: want a positive duration like 30s", a.Timeout)
+		}
+	}
+	mode := a.Checkpoint
+	if mode == "" {
+		mode = "auto"
+	}
+	if mode != "auto" && mode != "always" && mode != "never" {
+		return env, messages.Errorf(messages.CodeInvalidArgument, "checkpoint %q: want auto, always or never", mode)
+	}
+	for k := range a.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return env, messages.Errorf(messages.CodeInvalidArgument, "env name %q", k)
+		}
+	}
+	v := r.store.Vault(req.Namespace, req.Vault)
+	st, err := v.Stat(ctx, env.Cwd)
+	if err != nil {
+		return env, err
+	}
+	if st.Kind != vault.KindDir {
+		return env, fmt.Errorf("cwd %s: %w", env.Cwd, vault.ErrNotDir)
+	}
+	m := vault.Meta{Actor: req.Actor, RequestID: req.RequestID}
+
+	am, release, err := r.mounts.acquire(ctx, v)
+	if err != nil {
+		return env, err
+	}
+	defer release()
+	root := am.mnt.Dir()
+
+	env.Decision, err = r.decide(a.Argv, a.Shell, root)
+	if err != nil {
+		return env, err
+	}
+	details := map[string]any{"command": a.Argv, "shell": a.Shell, "decision": env.Decision.Action, "rule": env.Decision.Rule}
+	switch policy.Action(env.Decision.Action) {
+	case policy.Deny:
+		env.Status = messages.StatusDenied
+		v.Record(ctx, "exec.denied", env.Cwd, details, m)
+		return env, nil
+	case policy.RequireApproval:
+		if !approved {
+			id, err := r.hold(ctx, req, a, env.Decision)
+			if err != nil {
+				return env, err
+			}
+			env.Status, env.ApprovalID = messages.StatusApprovalRequired, &id
+			details["approval_id"] = id
+			v.Record(ctx, "exec.approval_required", env.Cwd, details, m)
+			return env, nil
+		}
+	}
+
+	if mode == "always" || (mode == "auto" && policy.Action(env.Decision.Action) != policy.Allow) {
+		name := fmt.Sprintf("auto-%s-%s", r.now().UTC().Format("20060102T150405Z"), newID("")[:4])
+		if _, err := v.SaveCheckpoint(ctx, name, "before: "+commandLine(a), true, vault.Meta{Actor: req.Actor}); err != nil {
+			return env, err
+		}
+		env.Checkpoint = &name
+	}
+	before := ""
+	if env.Checkpoint != nil {
+		before = *env.Checkpoint
+	} else {
+		if before, err = v.Snapshot(ctx); err != nil {
+			return env, err
+		}
+		defer v.DropSnapshot(context.WithoutCancel(ctx), before)
+	}
+
+	spec := exec.Spec{
+		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
+		Env: r.environ(root, a.Env), Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true,
+	}
+	if a.Stdin != nil {
+		spec.Stdin = strings.NewReader(string(a.Stdin))
+	}
+	res, runErr := exec.Run(ctx, spec)
+	env.StartedAt = res.StartedAt.UTC().Format(time.RFC3339Nano)
+	env.DurationMS = res.Duration.Milliseconds()
+	env.ExitCode, env.TimedOut = res.ExitCode, res.TimedOut
+	if res.Signal != "" {
+		s := res.Signal
+		env.Signal = &s
+	}
+	env.Stdout, env.Stderr = string(res.Stdout), string(res.Stderr)
+	env.StdoutBytes, env.StderrBytes = res.StdoutBytes, res.StderrBytes
+	env.StdoutTruncated, env.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
+	switch {
+	case runErr != nil:
+		env.Status, env.Error = messages.StatusFailedToStart, runErr.Error()
+	case res.TimedOut:
+		env.Status = messages.StatusTimedOut
+	case res.Canceled:
+		env.Status = messages.StatusCanceled
+	default:
+		env.Status = messages.StatusCompleted
+	}
+	// Everything the command wrote must be in the vault before comparing.
+	if err := am.mnt.Sync(context.WithoutCancel(ctx)); err != nil {
+		r.log.Warn("sync mount after exec", "vault", req.Vault, "err", err)
+	}
+	ch, err := v.Diff(context.WithoutCancel(ctx), before, "")
+	if err != nil {
+		return env, err
+	}
+	sum := handler.Changes(ch)
+	env.Changes = &sum
+	details["status"], details["exit_code"], details["checkpoint"] = env.Status, env.ExitCode, env.Checkpoint
+	details["added"], details["modified"], details["deleted"] = len(ch.Added), len(ch.Modified), len(ch.Deleted)
+	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
+	if req.RequestID != "" && env.Status != messages.StatusCanceled {
+		b, _ := json.Marshal(env)
+		if err := r.store.StoreResult(context.WithoutCancel(ctx), req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil && !errors.Is(err, vault.ErrConflict) {
+			return env, err
+		}
+	}
+	return env, nil
+}
+
+// stored returns the envelope recorded for a request id.
+func (r *Runner) stored(ctx context.Context, id string) (messages.Envelope, bool, error) {
+	op, b, ok, err := r.store.StoredResult(ctx, id)
+	if err != nil || !ok {
+		return messages.Envelope{}, false, err
+	}
+	if op != string(messages.OpExec) {
+		return messages.Envelope{}, false, messages.Errorf(messages.CodeConflict, "request id %s was used for %s", id, op)
+	}
+	var env messages.Envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return env, false, err
+	}
+	return env, true, nil
+}
+
+func commandLine(a messages.ExecArgs) string {
+	if a.Shell != "" {
+		return a.Shell
+	}
+	return strings.Join(a.Argv, " ")
+}
+
+// environ is the command's environment: allow-listed host variables,
+// HOME inside the vault, the host's toolchain homes (so rustup, cargo and
+// go find their toolchains and caches although HOME moved), then --env.
+func (r *Runner) environ(root string, set map[string]string) []string {
+	host := os.Environ()
+	over := map[string]string{"HOME": root}
+	if h, err := os.UserHomeDir(); err == nil {
+		defaults := map[string]string{
+			"CARGO_HOME": filepath.Join(h, ".cargo"), "RUSTUP_HOME": filepath.Join(h, ".rustup"),
+			"GOPATH": filepath.Join(h, "go"), "GOMODCACHE": filepath.Join(h, "go", "pkg", "mod"),
+		}
+		if c, err := os.UserCacheDir(); err == nil {
+			defaults["GOCACHE"] = filepath.Join(c, "go-build")
+		}
+		for k, val := range defaults {
+			if os.Getenv(k) == "" {
+				over[k] = val
+			}
+		}
+	}
+	for k, val := range set {
+		over[k] = val
+	}
+	return exec.BuildEnv(r.cfg.EnvAllow, host, over)
+}

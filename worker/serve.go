@@ -1,0 +1,266 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/messages"
+)
+
+// ServeOptions configure a fleet worker.
+type ServeOptions struct {
+	ID          string
+	Concurrency int           // requests served at once across vaults; default 8
+	AckWait     time.Duration // redelivery after this long without progress; default 30 s
+	Logger      *slog.Logger
+}
+
+// Server serves the requests a dispatcher forwards to one worker id.
+// Requests to one vault run in order, one at a time; different vaults run
+// concurrently up to Concurrency, and JetStream holds the rest (MaxAckPending
+// is the back-pressure, not an unbounded queue here).
+type Server struct {
+	id   string
+	h    *handler.Handler
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	o    ServeOptions
+	log  *slog.Logger
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	qs   map[string]chan jetstream.Msg // per-vault queues, each drained by one goroutine
+	seen map[string]struct{}
+	busy int
+	stop chan struct{} // closed when Run ends: idle queues retire at once
+}
+
+// NewServer returns a worker server for h on nc.
+func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, error) {
+	if o.ID == "" {
+		return nil, fmt.Errorf("worker id: %w", errEmpty)
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.AckWait == 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
+		sem: make(chan struct{}, o.Concurrency), qs: map[string]chan jetstream.Msg{}, seen: map[string]struct{}{},
+		stop: make(chan struct{})}, nil
+}
+
+var errEmpty = fmt.Errorf("must not be empty")
+
+// Run serves until ctx ends, then stops taking work, finishes what it
+// started and returns.
+func (s *Server) Run(ctx context.Context) error {
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
+		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: 5,
+		MaxAckPending: s.o.Concurrency * 16,
+	})
+	if err != nil {
+		return fmt.Errorf("worker consumer: %w", err)
+	}
+	cc, err := cons.Consume(s.enqueue)
+	if err != nil {
+		return fmt.Errorf("worker consume: %w", err)
+	}
+	hb := time.NewTicker(2 * time.Second)
+	defer hb.Stop()
+	s.heartbeat(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			cc.Drain()
+			close(s.stop)
+			s.wg.Wait()
+			return nil
+		case <-hb.C:
+			s.heartbeat(ctx)
+		}
+	}
+}
+
+func (s *Server) heartbeat(ctx context.Context) {
+	kv, err := s.js.KeyValue(ctx, messages.BucketMembers)
+	if err != nil {
+		s.log.Warn("heartbeat", "err", err)
+		return
+	}
+	s.mu.Lock()
+	m := messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.busy,
+		Load: float64(s.busy) / float64(s.o.Concurrency), LastSeen: time.Now().UTC().Format(time.RFC3339Nano)}
+	s.mu.Unlock()
+	b, _ := json.Marshal(m)
+	if _, err := kv.Put(ctx, "worker."+s.id, b); err != nil {
+		s.log.Warn("heartbeat", "err", err)
+	}
+}
+
+// enqueue puts msg on its vault's queue, starting the queue's goroutine
+// if it is idle. Consume calls it in delivery order, so per-vault order
+// is the stream's order.
+func (s *Server) enqueue(msg jetstream.Msg) {
+	key := vaultKey(msg.Subject())
+	s.mu.Lock()
+	q, ok := s.qs[key]
+	if !ok {
+		q = make(chan jetstream.Msg, 1024)
+		s.qs[key] = q
+		s.wg.Add(1)
+		go s.drain(key, q)
+	}
+	s.seen[key] = struct{}{}
+	// Sent under the lock so drain cannot retire the queue in between;
+	// MaxAckPending keeps it far from full.
+	q <- msg
+	s.mu.Unlock()
+}
+
+func vaultKey(subj string) string {
+	// avfs.v1.work.<worker>.<ns>.<vault>.<op>
+	parts := strings.SplitN(subj, ".", 7)
+	if len(parts) < 6 {
+		return subj
+	}
+	return parts[4] + "." + parts[5]
+}
+
+// drain serves one vault's queue until it is empty for a while.
+func (s *Server) drain(key string, q chan jetstream.Msg) {
+	defer s.wg.Done()
+	idle := time.NewTimer(30 * time.Second)
+	defer idle.Stop()
+	for {
+		select {
+		case msg := <-q:
+			s.sem <- struct{}{}
+			s.process(msg)
+			<-s.sem
+			idle.Reset(30 * time.Second)
+		case <-s.stop:
+			s.mu.Lock()
+			if len(q) == 0 {
+				delete(s.qs, key)
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+		case <-idle.C:
+			s.mu.Lock()
+			if len(q) == 0 {
+				delete(s.qs, key)
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) process(msg jetstream.Msg) {
+	s.mu.Lock()
+	s.busy++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy--
+		s.mu.Unlock()
+	}()
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	replyTo := msg.Headers().Get(messages.HeaderReplyTo)
+	req, perr := parseWork(msg.Subject(), msg.Data())
+	if perr != nil {
+		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: perr})
+		msg.Term()
+		return
+	}
+	// Tell JetStream the request is alive while it runs, so a long exec
+	// is not redelivered to another attempt.
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(s.o.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				msg.InProgress()
+			}
+		}
+	}()
+	ctx := handler.WithAttempt(context.Background(), attempt)
+	rep := s.h.Handle(ctx, req)
+	close(done)
+	s.reply(replyTo, rep)
+	if err := msg.Ack(); err != nil {
+		s.log.Warn("ack", "request", req.RequestID, "err", err)
+	}
+}
+
+// parseWork decodes a forwarded request. The subject's namespace, vault
+// and op are authoritative: a body claiming another namespace is refused,
+// so NATS permissions on subjects are what confine an agent.
+func parseWork(subj string, body []byte) (messages.Request, *messages.Error) {
+	var req messages.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, messages.Errorf(messages.CodeInvalidArgument, "malformed request: %v", err)
+	}
+	parts := strings.SplitN(subj, ".", 7)
+	if len(parts) != 7 {
+		return req, messages.Errorf(messages.CodeInvalidArgument, "bad subject %q", subj)
+	}
+	ns, vault, op := parts[4], parts[5], messages.Op(parts[6])
+	if vault == messages.NoVault {
+		vault = ""
+	}
+	if req.Namespace == "" {
+		req.Namespace = ns
+	}
+	if req.Op == "" {
+		req.Op = op
+	}
+	if req.Vault == "" {
+		req.Vault = vault
+	}
+	if req.Namespace != ns || req.Vault != vault || req.Op != op {
+		return req, messages.Errorf(messages.CodePermissionDenied, "request body (%s %s/%s) does not match its subject", req.Op, req.Namespace, req.Vault)
+	}
+	return req, nil
+}
+
+func (s *Server) reply(to string, rep messages.Reply) {
+	if to == "" {
+		return
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return
+	}
+	if err := s.nc.Publish(to, b); err != nil {
+		s.log.Warn("reply", "request", rep.RequestID, "err", err)
+	}
+}

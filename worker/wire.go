@@ -1,0 +1,49 @@
+package worker
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/avfs/avfs/config"
+	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/policy"
+)
+
+// PolicyFrom builds the policy of a configuration: its rules if it has
+// any, else the built-in set.
+func PolicyFrom(c *config.Config) (*policy.Policy, error) {
+	if len(c.Policy.Rules) == 0 && (c.Policy.Fallback == "" || c.Policy.Fallback == string(policy.AllowWithCheckpoint)) {
+		return policy.Default(), nil
+	}
+	rules := policy.DefaultRules()
+	if len(c.Policy.Rules) > 0 {
+		rules = nil
+		if err := mapstructure.Decode(c.Policy.Rules, &rules); err != nil {
+			return nil, fmt.Errorf("policy rules: %w", err)
+		}
+	}
+	fb, err := policy.ParseAction(c.Policy.Fallback)
+	if err != nil {
+		return nil, fmt.Errorf("policy fallback: %w", err)
+	}
+	return policy.New(rules, fb)
+}
+
+// Wire registers exec, approvals and policy on h for a process serving
+// the store under c.Home, and returns the cleanup that unmounts.
+func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error, error) {
+	pol, err := PolicyFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
+	r := NewRunner(h.Store(), pol, mounts, Config{
+		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
+		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(),
+	}, log)
+	r.Register(h)
+	return mounts.Close, nil
+}
