@@ -477,3 +477,7 @@ func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	}
 	return 0
 }
+
+// Wait blocks until the file system is unmounted, by Close or from
+// outside (`avfs unmount`, umount(8)).
+func (m *Mount) Wait() { m.server.Wait() }

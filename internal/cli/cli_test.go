@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 type env struct {
@@ -185,4 +187,46 @@ func TestHostImportExportAndVaultTransfer(t *testing.T) {
 	if tgt, err := os.Readlink(filepath.Join(dst, "link")); err != nil || tgt != "a.txt" {
 		t.Fatalf("symlink: %q %v", tgt, err)
 	}
+}
+
+func TestMountServesUntilUnmount(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "m")
+	dir := t.TempDir()
+	done := make(chan int, 1)
+	go func() {
+		_, _, code := e.run("", "mount", dir, "--vault", "m")
+		done <- code
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !isMountPoint(dir) {
+		if time.Now().After(deadline) {
+			t.Fatal("mount never came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe.txt"), []byte("through the mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.ok("unmount", dir)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("avfs mount exited %d after unmount", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("avfs mount kept running after unmount")
+	}
+	if got := e.ok("cat", "/probe.txt", "--vault", "m")["content"]; got != "through the mount" {
+		t.Fatalf("write through the mount: %v", got)
+	}
+}
+
+// isMountPoint reports whether dir is on another device than its parent.
+func isMountPoint(dir string) bool {
+	var a, b syscall.Stat_t
+	if syscall.Stat(dir, &a) != nil || syscall.Stat(filepath.Dir(dir), &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
 }

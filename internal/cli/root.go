@@ -145,7 +145,7 @@ func (a *app) rootCmd() *cobra.Command {
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
-	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd())
+	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd())
 	return root
 }
 

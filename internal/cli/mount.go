@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"errors"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/vault"
+)
+
+func (a *app) mountCmd() *cobra.Command {
+	var readonly bool
+	c := &cobra.Command{
+		Use:   "mount MOUNTPOINT [--readonly]",
+		Short: "Serve the vault as a real directory until `avfs unmount` or a signal",
+		Args:  cobra.ExactArgs(1),
+		RunE: a.vaultCmdE(func(cmd *cobra.Command, name string, args []string) error {
+			ctx := cmd.Context()
+			dir, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			st, err := vault.Open(ctx, a.cfg.StorePath(), vault.Options{Synchronous: a.cfg.Store.Synchronous})
+			if err != nil {
+				return messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
+			}
+			defer st.Close()
+			v := st.Vault(a.cfg.Namespace, name)
+			if ok, err := v.Exists(ctx); err != nil {
+				return err
+			} else if !ok {
+				return &requestError{toErr(vault.ErrVaultNotFound)}
+			}
+			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
+			if err != nil {
+				return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
+			}
+			if err := a.emit(map[string]any{"mountpoint": dir, "vault": name, "namespace": a.cfg.Namespace, "readonly": readonly}); err != nil {
+				m.Close()
+				return err
+			}
+			gone := make(chan struct{})
+			go func() { m.Wait(); close(gone) }()
+			select {
+			case <-ctx.Done():
+				return m.Close()
+			case <-gone:
+				// Unmounted from outside: Close still commits what was
+				// buffered; its unmount then finds nothing mounted.
+				if err := m.Close(); err != nil && !errors.Is(err, syscall.EINVAL) {
+					return err
+				}
+				return nil
+			}
+		}),
+	}
+	c.Flags().BoolVar(&readonly, "readonly", false, "refuse every change with EROFS")
+	return c
+}
+
+func (a *app) unmountCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "unmount MOUNTPOINT", Short: "Stop serving a mount (the serving `avfs mount` then exits)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			if err := syscall.Unmount(dir, 0); err != nil {
+				if !errors.Is(err, syscall.EBUSY) {
+					return messages.Errorf(messages.CodeInvalidArgument, "unmount %s: %v", dir, err)
+				}
+				// Busy: detach now; the server exits once the last user lets go.
+				if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+					return messages.Errorf(messages.CodeConflict, "unmount %s: %v", dir, err)
+				}
+			}
+			return a.emit(map[string]any{"unmounted": dir})
+		},
+	}
+}
