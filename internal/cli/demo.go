@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -47,6 +49,22 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 	}
 	ctx := cmd.Context()
 	name := fmt.Sprintf("demo-%d", time.Now().Unix())
+	where := "the fleet at " + a.cfg.NATS.URL
+	if a.cfg.NATS.URL == "" && runningServe(a.cfg.Home) == "" {
+		// The seed workflow runs against the embedded fleet: NATS with
+		// JetStream, a dispatcher and a worker, all in this process.
+		f, err := a.startFleet(ctx, "", "demo-"+newWorkerID())
+		if err != nil {
+			return err
+		}
+		defer f.stop()
+		c, err := client.New(f.nc)
+		if err != nil {
+			return err
+		}
+		a.client = natsClient{c}
+		where = "the embedded fleet at " + f.ns.ClientURL()
+	}
 	var steps []demoStep
 	say := func(step string, res any) {
 		steps = append(steps, demoStep{step, res})
@@ -56,7 +74,7 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 		}
 	}
 	if !a.json {
-		fmt.Fprintf(a.stdout, "avfs demo: home %s, vault %s\n", a.cfg.Home, name)
+		fmt.Fprintf(a.stdout, "avfs demo: vault %s on %s (home %s)\n", name, where, a.cfg.Home)
 	}
 
 	var vr messages.VaultResult
@@ -104,6 +122,9 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 			return err
 		}
 		say("tests failed: roll back to before-refactor", &rr)
+		if _, err := a.demoTest(cmd, name, say); err != nil {
+			return err
+		}
 	}
 
 	var fr messages.ForkResult
@@ -119,12 +140,20 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 	say("the fork holds the passing code", &cat)
 
 	var ar messages.AuditResult
-	if _, err := a.do(ctx, messages.OpAudit, name, messages.AuditArgs{Limit: 20}, &ar); err != nil {
+	if _, err := a.do(ctx, messages.OpAudit, name, messages.AuditArgs{Limit: 1000}, &ar); err != nil {
 		return err
 	}
-	say("audit log", &ar)
+	// The file-level events of the builds are many; show the workflow's.
+	kept := ar.Events[:0]
+	for _, e := range ar.Events {
+		if strings.HasPrefix(e.Action, "exec.") || strings.HasPrefix(e.Action, "checkpoint.") || strings.HasPrefix(e.Action, "vault.") {
+			kept = append(kept, e)
+		}
+	}
+	ar.Events = kept
+	say("audit log (workflow events)", &ar)
 	if a.json {
-		return a.emit(map[string]any{"vault": name, "steps": steps})
+		return a.emit(map[string]any{"vault": name, "fleet": where, "steps": steps})
 	}
 	return nil
 }

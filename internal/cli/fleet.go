@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -142,40 +143,15 @@ func (a *app) serveCmd() *cobra.Command {
 			if url := runningServe(a.cfg.Home); url != "" {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
 			}
-			ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: filepath.Join(a.cfg.Home, "nats")})
-			if err != nil {
-				return err
-			}
-			defer ns.Shutdown()
-			nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("avfs-serve"))
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
-				return err
-			}
 			if id == "" {
 				id = newWorkerID()
 			}
-			d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log})
+			f, err := a.startFleet(ctx, listen, id)
 			if err != nil {
 				return err
 			}
-			errc := make(chan error, 2)
-			runCtx, cancel := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			// Stop in order: the worker finishes its requests and unmounts
-			// before the NATS server goes away.
-			defer func() { cancel(); wg.Wait() }()
-			wg.Add(2)
-			go func() { defer wg.Done(); errc <- d.Run(runCtx) }()
-			go func() { defer wg.Done(); errc <- a.runWorker(runCtx, nc, id) }()
-			info := serveInfo{URL: ns.ClientURL(), PID: os.Getpid(), Worker: id}
+			defer f.stop()
+			info := serveInfo{URL: f.ns.ClientURL(), PID: os.Getpid(), Worker: id}
 			b, _ := json.Marshal(info)
 			if err := os.WriteFile(servePath(a.cfg.Home), b, 0o644); err != nil {
 				return err
@@ -186,7 +162,7 @@ func (a *app) serveCmd() *cobra.Command {
 			}
 			select {
 			case <-ctx.Done():
-			case err := <-errc:
+			case err := <-f.errc:
 				if err != nil {
 					return err
 				}
@@ -198,6 +174,59 @@ func (a *app) serveCmd() *cobra.Command {
 	c.Flags().StringVar(&httpAddr, "http", "", "host:port for the metrics endpoint")
 	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
 	return c
+}
+
+// fleet is an embedded fleet running in this process.
+type fleet struct {
+	ns   *server.Server
+	nc   *nats.Conn
+	errc chan error
+	stop func()
+}
+
+// startFleet runs the embedded fleet of `avfs serve`: NATS with JetStream
+// under the home, a dispatcher and a worker serving the home's store.
+func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error) {
+	ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: filepath.Join(a.cfg.Home, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns), nats.Name("avfs-serve"))
+	if err != nil {
+		ns.Shutdown()
+		return nil, err
+	}
+	fail := func(err error) (*fleet, error) {
+		nc.Close()
+		ns.Shutdown()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+		return fail(err)
+	}
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log})
+	if err != nil {
+		return fail(err)
+	}
+	f := &fleet{ns: ns, nc: nc, errc: make(chan error, 2)}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.errc <- d.Run(runCtx) }()
+	go func() { defer wg.Done(); f.errc <- a.runWorker(runCtx, nc, id) }()
+	// Stop in order: the worker finishes its requests and unmounts
+	// before the NATS server goes away.
+	f.stop = func() {
+		cancel()
+		wg.Wait()
+		nc.Close()
+		ns.Shutdown()
+	}
+	return f, nil
 }
 
 func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
