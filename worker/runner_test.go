@@ -112,20 +112,26 @@ func TestSeedWorkflowCargo(t *testing.T) {
 	if env.Changes == nil || !containsPrefix(paths(env.Changes.Added), "/target") {
 		t.Fatalf("changes should show the build output under /target: %v", env.Changes)
 	}
-	f.do(messages.OpCheckpointSave, "crate", messages.CheckpointArgs{Name: "green"}, nil)
-	f.write("crate", "/src/lib.rs", strings.Replace(libPass, "a + b", "a * b + 1", 1))
+	// The refactor runs through exec too, so its envelope reports the
+	// file it changed and the checkpoint taken before it.
+	env = f.exec("crate", messages.ExecArgs{Argv: []string{"sed", "-i", "s/a + b/a * b + 1/", "src/lib.rs"}})
+	if env.Status != messages.StatusCompleted || env.Checkpoint == nil {
+		t.Fatalf("refactor: %+v", env)
+	}
+	if got := paths(env.Changes.Modified); len(got) != 1 || got[0] != "/src/lib.rs" {
+		t.Fatalf("refactor changed %v, want [/src/lib.rs]", got)
+	}
+	beforeRefactor := *env.Checkpoint
 
 	env = f.exec("crate", messages.ExecArgs{Argv: []string{"cargo", "test", "--offline"}, Timeout: "240s"})
 	if env.ExitCode == nil || *env.ExitCode != 101 {
 		t.Fatalf("cargo test on the broken crate: exit %v, want 101\n%s", env.ExitCode, env.Stdout)
 	}
-	var diff messages.DiffResult
-	f.do(messages.OpCheckpointDiff, "crate", messages.DiffArgs{From: "green"}, &diff)
-	if !contains(paths(diff.Changes.Modified), "/src/lib.rs") {
-		t.Fatalf("diff since green: %v", diff.Changes.Modified)
-	}
 	var rr messages.RestoreResult
-	f.do(messages.OpCheckpointRestore, "crate", messages.CheckpointArgs{Name: "green"}, &rr)
+	f.do(messages.OpCheckpointRestore, "crate", messages.CheckpointArgs{Name: beforeRefactor}, &rr)
+	if !contains(paths(rr.Changes.Modified), "/src/lib.rs") {
+		t.Fatalf("the rollback should undo the refactor: %+v", rr.Changes.Modified)
+	}
 	env = f.exec("crate", messages.ExecArgs{Argv: []string{"cargo", "test", "--offline"}, Timeout: "240s"})
 	if env.ExitCode == nil || *env.ExitCode != 0 {
 		t.Fatalf("cargo test after restore: exit %v\n%s", env.ExitCode, env.Stdout)

@@ -230,3 +230,34 @@ func isMountPoint(dir string) bool {
 	}
 	return a.Dev != b.Dev
 }
+
+func TestExecExitStatuses(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "x")
+	for _, tc := range []struct {
+		args   []string
+		exit   int
+		status string
+	}{
+		{[]string{"--", "sh", "-c", "echo out; exit 3"}, 3, "completed"},
+		{[]string{"--shell", "sudo ls"}, 125, "denied"},
+		{[]string{"--shell", "curl http://example.invalid"}, 125, "approval_required"},
+		{[]string{"--timeout", "300ms", "--", "sleep", "30"}, 124, "timed_out"},
+		{[]string{"--", "no-such-program-avfs"}, 125, "failed_to_start"},
+	} {
+		out, _, code := e.run("", append([]string{"exec", "--vault", "x", "--json"}, tc.args...)...)
+		var env struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(out), &env); err != nil {
+			t.Fatalf("exec %v: stdout is not one envelope: %v\n%s", tc.args, err, out)
+		}
+		if code != tc.exit || env.Status != tc.status {
+			t.Errorf("exec %v: exit %d status %s, want %d %s", tc.args, code, env.Status, tc.exit, tc.status)
+		}
+	}
+	out, _, code := e.run("from stdin", "exec", "--vault", "x", "--stdin", "--", "cat")
+	if code != 0 || !strings.Contains(out, `"stdout":"from stdin"`) {
+		t.Fatalf("exec --stdin: exit %d %s", code, out)
+	}
+}

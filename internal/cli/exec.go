@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ func (a *app) execCmd() *cobra.Command {
 	var args messages.ExecArgs
 	var env []string
 	var timeout string
+	var stdin bool
 	c := &cobra.Command{
 		Use:   "exec [flags] [--shell STRING | -- ARGV...]",
 		Short: "Run a policy-checked command in the vault and print its ExecutionEnvelope",
@@ -31,6 +33,13 @@ command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
 				return fmt.Errorf("no command: pass -- ARGV... or --shell STRING")
 			}
 			x.Timeout = timeout
+			if stdin {
+				b, err := io.ReadAll(a.stdin)
+				if err != nil {
+					return err
+				}
+				x.Stdin = b
+			}
 			for _, kv := range env {
 				k, val, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
@@ -65,6 +74,7 @@ command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
 	f.StringVar(&args.Checkpoint, "checkpoint", "auto", "auto (per policy), always or never")
 	f.StringArrayVar(&env, "env", nil, "K=V added to the command's environment (repeatable)")
 	f.StringVar(&args.Shell, "shell", "", "run this shell string with /bin/sh -c (every command in it is policy-checked)")
+	f.BoolVar(&stdin, "stdin", false, "pass avfs's stdin to the command (default: closed)")
 	return c
 }
 
