@@ -125,7 +125,22 @@ func (ms *Mounts) Release(ns, name string) error {
 	am.run.Lock()
 	defer am.run.Unlock()
 	defer am.lock.Close()
-	return am.mnt.Close()
+	return ms.close(am)
+}
+
+// close unmounts am; if the mount's own unmount fails, it detaches the
+// mount point so that no dead mount outlives the vault.
+func (ms *Mounts) close(am *activeMount) error {
+	err := am.mnt.Close()
+	if err != nil {
+		if ms.log != nil {
+			ms.log.Warn("unmount", "dir", am.mnt.Dir(), "err", err)
+		}
+		if derr := unix.Unmount(am.mnt.Dir(), unix.MNT_DETACH); derr == nil || errors.Is(derr, unix.EINVAL) {
+			return nil
+		}
+	}
+	return err
 }
 
 // Close unmounts everything.
@@ -137,7 +152,7 @@ func (ms *Mounts) Close() error {
 	var errs []error
 	for _, am := range all {
 		am.run.Lock()
-		errs = append(errs, am.mnt.Close())
+		errs = append(errs, ms.close(am))
 		am.lock.Close()
 		am.run.Unlock()
 	}

@@ -261,3 +261,34 @@ func TestExecExitStatuses(t *testing.T) {
 		t.Fatalf("exec --stdin: exit %d %s", code, out)
 	}
 }
+
+func TestAttemptsRun(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "base")
+	e.ok("write", "/a.txt", "base", "--vault", "base")
+	cmds := filepath.Join(t.TempDir(), "cmds")
+	os.WriteFile(cmds, []byte("cat a.txt\nexit 1\necho x > new.txt\n"), 0o644)
+	r := e.ok("attempts", "run", "--from", "base", "--commands", cmds, "--keep", "best")
+	atts := r["attempts"].([]any)
+	if len(atts) != 3 {
+		t.Fatalf("attempts: %v", atts)
+	}
+	exits := []any{}
+	for _, x := range atts {
+		exits = append(exits, x.(map[string]any)["envelope"].(map[string]any)["exit_code"])
+	}
+	if exits[0] != float64(0) || exits[1] != float64(1) || exits[2] != float64(0) {
+		t.Fatalf("exit codes %v", exits)
+	}
+	kept := r["kept"].([]any)
+	if len(kept) != 1 || r["best"] != kept[0] {
+		t.Fatalf("best %v kept %v", r["best"], kept)
+	}
+	if n := len(e.ok("vault", "list")["vaults"].([]any)); n != 2 {
+		t.Fatalf("--keep best left %d vaults, want base and the best", n)
+	}
+	out, _, code := e.run("", "attempts", "run", "--from", "base", "--count", "2", "--json", "--", "sh", "-c", "echo hi")
+	if code != 0 || strings.Count(out, `"stdout":"hi\n"`) != 2 {
+		t.Fatalf("--count 2: exit %d %s", code, out)
+	}
+}

@@ -92,6 +92,8 @@ func printHuman(w io.Writer, v any) error {
 	return nil
 }
 
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
 func printVault(w io.Writer, v messages.VaultInfo) {
 	q := func(p *int64) string {
 		if p == nil {

@@ -40,6 +40,9 @@ type requestError struct{ err *messages.Error }
 
 func (e *requestError) Error() string { return e.err.Error() }
 
+// Unwrap exposes the wire error to errors.As.
+func (e *requestError) Unwrap() error { return e.err }
+
 // exitError carries a command's own exit status (exec).
 type exitError struct{ code int }
 
@@ -145,7 +148,7 @@ func (a *app) rootCmd() *cobra.Command {
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
-	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd())
+	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
 	return root
 }
 
