@@ -259,3 +259,38 @@ func TestVaultsSpreadAcrossWorkersAndRunInParallel(t *testing.T) {
 		t.Fatalf("16 vaults all landed on %v", byWorker)
 	}
 }
+
+func TestWorkersAreDiscoverableAsMicroServices(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	f.addWorker("w2")
+	nc := f.conn()
+	inbox := nc.NewInbox()
+	sub, _ := nc.SubscribeSync(inbox)
+	if err := nc.PublishRequest("$SRV.INFO.avfs-worker", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("workers found by $SRV.INFO: %v (%v)", seen, err)
+		}
+		var info struct {
+			Metadata map[string]string `json:"metadata"`
+		}
+		json.Unmarshal(m.Data, &info)
+		seen[info.Metadata["worker"]] = true
+	}
+	if !seen["w1"] || !seen["w2"] {
+		t.Fatalf("discovered %v", seen)
+	}
+	m, err := nc.Request(messages.SubjectRoot+".worker.w1.status", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem messages.Member
+	if err := json.Unmarshal(m.Data, &mem); err != nil || mem.ID != "w1" {
+		t.Fatalf("status endpoint: %s %v", m.Data, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
@@ -84,6 +85,23 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker consume: %w", err)
 	}
+	// A micro service makes workers discoverable with $SRV requests (the
+	// nats CLI's `nats micro ls`), with request stats per endpoint.
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name: "avfs-worker", Version: "1.0.0", Description: "avfs vault worker",
+		Metadata: map[string]string{"worker": s.id, "protocol": messages.SubjectRoot},
+	})
+	if err != nil {
+		cc.Stop()
+		return fmt.Errorf("micro service: %w", err)
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint("status", micro.HandlerFunc(func(r micro.Request) {
+		r.RespondJSON(s.member())
+	}), micro.WithEndpointSubject(messages.SubjectRoot+".worker."+s.id+".status")); err != nil {
+		cc.Stop()
+		return fmt.Errorf("micro endpoint: %w", err)
+	}
 	hb := time.NewTicker(2 * time.Second)
 	defer hb.Stop()
 	s.heartbeat(ctx)
@@ -106,14 +124,17 @@ func (s *Server) heartbeat(ctx context.Context) {
 		s.log.Warn("heartbeat", "err", err)
 		return
 	}
-	s.mu.Lock()
-	m := messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.busy,
-		Load: float64(s.busy) / float64(s.o.Concurrency), LastSeen: time.Now().UTC().Format(time.RFC3339Nano)}
-	s.mu.Unlock()
-	b, _ := json.Marshal(m)
+	b, _ := json.Marshal(s.member())
 	if _, err := kv.Put(ctx, "worker."+s.id, b); err != nil {
 		s.log.Warn("heartbeat", "err", err)
 	}
+}
+
+func (s *Server) member() messages.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.busy,
+		Load: float64(s.busy) / float64(s.o.Concurrency), LastSeen: time.Now().UTC().Format(time.RFC3339Nano)}
 }
 
 // enqueue puts msg on its vault's queue, starting the queue's goroutine
