@@ -5,7 +5,7 @@ PKGS    := ./...
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 
-.PHONY: all setup build test bench demo lint fmt clean
+.PHONY: all setup build test bench demo lint fmt clean schema
 
 all: build
 
@@ -27,6 +27,11 @@ demo: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+# Regenerates docs/schema and the op table of docs/protocol.md from the
+# Go types; a test fails when they are stale.
+schema:
+	$(GO) run ./internal/schemagen -out docs/schema -doc docs/protocol.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -45,6 +45,10 @@ type Dispatcher struct {
 	mu       sync.Mutex
 	live     []messages.Member
 	liveRead time.Time
+
+	// suspects are workers whose consumer exists but whose heartbeat was
+	// missing at the last rescue pass: a second miss means dead.
+	suspects map[string]bool
 }
 
 // New returns a dispatcher on nc; the fleet's streams must exist.
@@ -64,7 +68,8 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("owners bucket: %w", err)
 	}
-	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID)}, nil
+	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID),
+		suspects: map[string]bool{}}, nil
 }
 
 // Run routes until ctx ends.
@@ -89,8 +94,109 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			d.heartbeat(ctx)
+			d.rescue(ctx)
 		}
 	}
+}
+
+// rescue re-routes the unacknowledged work of dead workers: a worker whose
+// consumer exists but whose heartbeat is gone on two passes in a row has
+// its pending requests moved to the vaults' new owners.
+func (d *Dispatcher) rescue(ctx context.Context) {
+	st, err := d.js.Stream(ctx, messages.StreamWork)
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	d.liveRead = time.Time{} // decide on fresh membership
+	d.mu.Unlock()
+	names := st.ConsumerNames(ctx)
+	var dead []string
+	for name := range names.Name() {
+		id, ok := strings.CutPrefix(name, "worker-")
+		if !ok {
+			continue
+		}
+		if d.alive(ctx, id) {
+			delete(d.suspects, id)
+			continue
+		}
+		if !d.suspects[id] {
+			d.suspects[id] = true
+			continue
+		}
+		dead = append(dead, id)
+	}
+	for _, id := range dead {
+		delete(d.suspects, id)
+		if err := d.rescueWorker(ctx, st, id); err != nil {
+			d.log.Warn("rescue", "worker", id, "err", err)
+		}
+	}
+}
+
+func (d *Dispatcher) rescueWorker(ctx context.Context, st jetstream.Stream, id string) error {
+	// Delete the dead worker's consumer first: a work-queue stream allows
+	// one consumer per subject, and its unacknowledged messages stay in
+	// the stream for the rescue consumer to read at once.
+	if err := st.DeleteConsumer(ctx, "worker-"+id); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "rescue-" + id, FilterSubject: messages.SubjectWork + "." + id + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.DeleteConsumer(context.WithoutCancel(ctx), "rescue-"+id)
+	moved := 0
+	for {
+		batch, err := cons.FetchNoWait(64)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			if err := d.reroute(ctx, msg, id); err != nil {
+				msg.Nak()
+				return err
+			}
+			msg.Ack()
+			moved++
+		}
+		if n == 0 {
+			break
+		}
+	}
+	d.log.Info("rescued dead worker's requests", "worker", id, "moved", moved)
+	return nil
+}
+
+// reroute forwards a request taken from a dead worker to its vault's new
+// owner. It gets a new message id: the old one is still inside the work
+// stream's deduplication window.
+func (d *Dispatcher) reroute(ctx context.Context, msg jetstream.Msg, dead string) error {
+	parts := strings.SplitN(msg.Subject(), ".", 7)
+	if len(parts) != 7 {
+		return fmt.Errorf("bad work subject %q", msg.Subject())
+	}
+	ns, vault, op := parts[4], parts[5], messages.Op(parts[6])
+	if vault == messages.NoVault {
+		vault = ""
+	}
+	w, err := d.place(ctx, ns, vault, op, msg.Data())
+	if err != nil {
+		return err
+	}
+	fwd := nats.NewMsg(messages.WorkSubject(w, ns, vault, op))
+	fwd.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		fwd.Header[k] = v
+	}
+	fwd.Header.Set(nats.MsgIdHdr, msg.Headers().Get(nats.MsgIdHdr)+".from-"+dead)
+	_, err = d.js.PublishMsg(ctx, fwd)
+	return err
 }
 
 func (d *Dispatcher) heartbeat(ctx context.Context) {
@@ -101,7 +207,7 @@ func (d *Dispatcher) heartbeat(ctx context.Context) {
 }
 
 func (d *Dispatcher) fail(msg jetstream.Msg, e *messages.Error) {
-	if to := msg.Headers().Get(messages.HeaderReplyTo); to != "" {
+	if to := msg.Headers().Get(messages.HeaderReplyTo); messages.ValidReplyTo(to) {
 		b, _ := json.Marshal(messages.Reply{RequestID: msg.Headers().Get(messages.HeaderRequestID), Error: e})
 		d.nc.Publish(to, b)
 	}

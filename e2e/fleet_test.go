@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,7 +49,7 @@ func startFleet(t testing.TB) *fleet {
 	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1"})
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +293,37 @@ func TestWorkersAreDiscoverableAsMicroServices(t *testing.T) {
 	var mem messages.Member
 	if err := json.Unmarshal(m.Data, &mem); err != nil || mem.ID != "w1" {
 		t.Fatalf("status endpoint: %s %v", m.Data, err)
+	}
+}
+
+func TestReplyToMustBeAnInbox(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "victim", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A request whose reply-to names another namespace's delete subject:
+	// the reply must not turn into a request.
+	nc := f.conn()
+	js, _ := jetstream.New(nc)
+	body, _ := json.Marshal(messages.Request{Op: messages.OpVaultList, Namespace: "attacker"})
+	m := nats.NewMsg(messages.RequestSubject("attacker", "", messages.OpVaultList))
+	m.Data = body
+	m.Header.Set(messages.HeaderReplyTo, messages.RequestSubject("victim", "v", messages.OpVaultDelete))
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	bad := nats.NewMsg(messages.SubjectRequest + ".malformed")
+	bad.Header.Set(messages.HeaderReplyTo, messages.WorkSubject("w1", "victim", "v", messages.OpVaultDelete))
+	js.PublishMsg(ctx, bad)
+	// The attacker's own request is served; then the vault must still be there.
+	if err := c.Call(ctx, "attacker", "", messages.OpVaultList, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // give a forged delete the time it would need
+	if err := c.Call(ctx, "victim", "v", messages.OpVaultInfo, nil, nil); err != nil {
+		t.Fatalf("the victim's vault after forged reply subjects: %v", err)
 	}
 }

@@ -58,6 +58,14 @@ func WorkSubject(w, ns, vault string, op Op) string {
 	return strings.Join([]string{SubjectWork, w, ns, vault, string(op)}, ".")
 }
 
+// ValidReplyTo reports whether a reply may be published to subj. Replies
+// go only to inboxes: a reply-to naming a request, work or system subject
+// would let a caller make a worker or dispatcher publish a request on its
+// behalf, outside the caller's permissions.
+func ValidReplyTo(subj string) bool {
+	return strings.HasPrefix(subj, "_INBOX") && !strings.ContainsAny(subj, " \t\r\n*>")
+}
+
 // ParseRequestSubject splits a request subject into its tokens.
 func ParseRequestSubject(subj string) (ns, vault string, op Op, ok bool) {
 	rest, found := strings.CutPrefix(subj, SubjectRequest+".")

@@ -210,7 +210,12 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	if o.ReadOnly {
 		opts.DirectMountFlags = syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV
 	}
+	syscall.ForkLock.RLock()
 	server, err := fs.Mount(dir, m.rootNode, opts)
+	if err == nil {
+		closeFuseFDsOnExec()
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)

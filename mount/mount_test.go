@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -793,5 +795,18 @@ func TestCloseBusyMount(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return after the last file was closed")
+	}
+}
+
+// A command started while a vault is mounted must not inherit the
+// /dev/fuse descriptor: it would keep a dead worker's mount hanging.
+func TestChildrenDoNotInheritFuseFD(t *testing.T) {
+	m := mountVault(t, testVault(t, vault.Quota{}), Options{})
+	out, err := osexec.Command("sh", "-c", "ls -l /proc/self/fd").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "/dev/fuse") {
+		t.Fatalf("a child holds /dev/fuse while %s is mounted:\n%s", m.Dir(), out)
 	}
 }

@@ -194,3 +194,8 @@ printf "$fmt" "CLI start alone (avfs version, wall)" "$(ms "$start_m")" "" "" ""
 echo
 echo "raw (µs): cp ${cp_t[*]} | worktree ${wt_t[*]} | git save ${gsave_t[*]} | git reset ${grestore_t[*]}"
 echo "raw (µs): fork in-process ${fork_inproc[*]} | fork wall ${fork_wall[*]} | save ${save_t[*]} | restore ${restore_t[*]} | version ${start_t[*]}"
+
+# Mount workloads against native (DESIGN.md §2) and the exec overhead
+# (§7): its own temporary directory, vaults and mounts, about 2 minutes.
+echo
+"$root/scripts/mountbench.sh"

@@ -59,7 +59,7 @@ func (v *Vault) Audit(ctx context.Context, f AuditFilter) ([]Event, error) {
 		}
 		q = `SELECT * FROM (` + q + ` ORDER BY id DESC LIMIT ?) ORDER BY id`
 		args = append(args, limit)
-		rows, err := t.tx.QueryContext(ctx, q, args...)
+		rows, err := t.queryText(q, args...)
 		if err != nil {
 			return nil, mapSQLErr(err)
 		}

@@ -45,7 +45,7 @@ func (t *Tx) checkpoint(name string) (Checkpoint, error) {
 // SaveCheckpoint records the current tree under name. It copies nothing:
 // it freezes the current nodes by moving the vault to a new epoch.
 func (t *Tx) SaveCheckpoint(name, message string, auto bool) (Checkpoint, error) {
-	if err := ValidVaultName(name); err != nil {
+	if err := ValidCheckpointName(name); err != nil {
 		return Checkpoint{}, err
 	}
 	if _, err := t.checkpoint(name); err == nil {
@@ -101,7 +101,7 @@ func (t *Tx) RestoreCheckpoint(name string) (RestoreResult, error) {
 
 // Checkpoints lists the vault's checkpoints, oldest first.
 func (t *Tx) Checkpoints() ([]Checkpoint, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT `+checkpointCols+` FROM checkpoints WHERE vault=? AND substr(name, 1, 1) != '.' ORDER BY created_at, name`, t.v.id)
+	rows, err := t.query(`SELECT `+checkpointCols+` FROM checkpoints WHERE vault=? AND substr(name, 1, 1) != '.' ORDER BY created_at, name`, t.v.id)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}

@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
@@ -19,10 +20,15 @@ func nchunks(size int64) int64 { return (size + ChunkSize - 1) / ChunkSize }
 // putChunk stores data under its hash (once per store) and returns the hash.
 func (t *Tx) putChunk(data []byte) ([hashLen]byte, error) {
 	h := sha256.Sum256(data)
+	return h, t.storeChunk(h, data)
+}
+
+// storeChunk stores data under its hash h, unless the store has it.
+func (t *Tx) storeChunk(h [hashLen]byte, data []byte) error {
 	if _, err := t.exec(`INSERT INTO chunks(hash, data) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING`, h[:], data); err != nil {
-		return h, fmt.Errorf("store chunk: %w", err)
+		return fmt.Errorf("store chunk: %w", err)
 	}
-	return h, nil
+	return nil
 }
 
 func (t *Tx) chunk(h []byte) ([]byte, error) {
@@ -56,8 +62,13 @@ func (t *Tx) readAt(n *node, off int64, buf []byte) (int, error) {
 	}
 	end := min(off+int64(len(buf)), n.size)
 	done := 0
-	for idx := off / ChunkSize; idx*ChunkSize < end; idx++ {
-		data, err := t.chunk(n.chunks[idx*hashLen : (idx+1)*hashLen])
+	first := off / ChunkSize
+	list, err := t.hashes(n, first, (end-1)/ChunkSize+1)
+	if err != nil {
+		return 0, err
+	}
+	for idx := first; idx*ChunkSize < end; idx++ {
+		data, err := t.chunk(list[(idx-first)*hashLen : (idx-first+1)*hashLen])
 		if err != nil {
 			return done, err
 		}
@@ -76,11 +87,12 @@ func (t *Tx) content(n *node) ([]byte, error) {
 
 // rewrite sets n's size to size and its bytes at off to data (off+len(data)
 // must not exceed size). Only the chunks that change are read and stored
-// again; bytes between the old end of file and off read as zeros.
+// again, and only their hashes are read and replaced in the chunk list;
+// bytes between the old end of file and off read as zeros. A chunk whose
+// content comes out unchanged is not stored again, and one that data
+// covers whole is not read.
 func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
 	oldN, newN := nchunks(n.size), nchunks(size)
-	list := make([]byte, newN*hashLen)
-	copy(list, n.chunks)
 	// Rewrite the chunks data touches and, when the size changes, every
 	// chunk from the old (or new) end of file on; all others are kept.
 	first, last := newN, int64(-1)
@@ -90,25 +102,51 @@ func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
 	if size != n.size {
 		first, last = min(first, min(n.size, size)/ChunkSize), newN-1
 	}
-	for idx := first; idx <= last && idx < newN; idx++ {
+	last = min(last, newN-1)
+	// The old hashes of the rewritten chunks that exist.
+	old, err := t.hashes(n, first, min(last+1, oldN))
+	if err != nil {
+		return err
+	}
+	var ins []byte
+	if first <= last {
+		ins = make([]byte, 0, (last-first+1)*hashLen)
+	}
+	for idx := first; idx <= last; idx++ {
 		lo, hi := idx*ChunkSize, min((idx+1)*ChunkSize, size)
 		buf := make([]byte, hi-lo)
-		if idx < oldN && lo < n.size {
-			old, err := t.chunk(n.chunks[idx*hashLen : (idx+1)*hashLen])
+		var oldHash []byte // set when the old chunk was read, so it exists
+		if covered := off <= lo && off+int64(len(data)) >= hi; idx < oldN && !covered {
+			oldHash = old[(idx-first)*hashLen : (idx-first+1)*hashLen]
+			prev, err := t.chunk(oldHash)
 			if err != nil {
 				return err
 			}
-			copy(buf, old)
+			copy(buf, prev)
 		}
 		if dlo, dhi := max(lo, off), min(hi, off+int64(len(data))); dlo < dhi {
 			copy(buf[dlo-lo:], data[dlo-off:dhi-off])
 		}
-		h, err := t.putChunk(buf)
-		if err != nil {
-			return err
+		h := sha256.Sum256(buf)
+		if !bytes.Equal(h[:], oldHash) {
+			if err := t.storeChunk(h, buf); err != nil {
+				return err
+			}
 		}
-		copy(list[idx*hashLen:], h[:])
+		ins = append(ins, h[:]...)
 	}
-	n.chunks, n.size = list, size
+	if first > last {
+		first, last = newN, newN-1
+	}
+	if n.lazy {
+		// The list stays in the database: splice the new hashes in.
+		n.splice = &splice{keep: first * hashLen, ins: ins, tailFrom: last * hashLen, tailTo: newN * hashLen}
+	} else {
+		list := make([]byte, newN*hashLen)
+		copy(list, n.chunks)
+		copy(list[first*hashLen:], ins)
+		n.chunks = list
+	}
+	n.size = size
 	return nil
 }

@@ -40,33 +40,19 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 	return nil
 }
 
-// mkdirAll walks comps, creating missing directories, and returns the chain.
-// Before it creates the first one it checks the quota for all of them plus
-// the addBytes and addEntries its caller will add below them, so that a
-// quota error describes the whole request, not the directory it stopped at.
-func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, addEntries int64) ([]*node, error) {
-	root, err := t.node(t.v.root)
-	if err != nil {
-		return nil, err
-	}
-	chain := []*node{root}
+// mkdirAll creates the directories of comps that found, the prefix of a
+// walk of comps (or of a longer path) by walkPrefix, lacks, and returns the
+// chain. Before it creates the first one it checks the quota for all of
+// them plus the addBytes and addEntries its caller will add below them, so
+// that a quota error describes the whole request, not the directory it
+// stopped at.
+func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, addEntries int64, found []*node) ([]*node, error) {
+	chain := make([]*node, 0, len(comps)+1)
+	chain = append(chain, found[:min(len(found), len(comps)+1)]...)
 	checkedQuota := false
-	for i, c := range comps {
-		cur := chain[i]
-		if cur.kind != KindDir {
+	for i := len(chain) - 1; i < len(comps); i++ {
+		if chain[i].kind != KindDir {
 			return nil, pathErr(op, p, ErrNotDir)
-		}
-		id, ok, err := t.lookup(cur.id, c)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			n, err := t.node(id)
-			if err != nil {
-				return nil, err
-			}
-			chain = append(chain, n)
-			continue
 		}
 		if !checkedQuota {
 			if err := t.checkQuota(addBytes, int64(len(comps)-i)+addEntries, 0, addBytes); err != nil {
@@ -74,7 +60,7 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 			}
 			checkedQuota = true
 		}
-		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], c, &node{kind: KindDir, mode: uint32(mode.Perm())})
+		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], &node{kind: KindDir, mode: uint32(mode.Perm())})
 		if err != nil {
 			return nil, err
 		}
@@ -129,11 +115,16 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	if len(comps) == 0 {
 		return WriteResult{}, pathErr(op, p, ErrIsDir)
 	}
+	// One walk finds the parent and the file itself.
+	all, err := t.walkPrefix(comps)
+	if err != nil {
+		return WriteResult{}, err
+	}
 	var parent []*node
 	if o.Parents {
-		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, int64(len(data)), 1)
+		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, int64(len(data)), 1, all)
 	} else {
-		parent, err = t.walk(op, p, comps[:len(comps)-1])
+		parent, err = resolved(op, p, all, len(comps)-1)
 	}
 	if err != nil {
 		return WriteResult{}, err
@@ -143,10 +134,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		return WriteResult{}, pathErr(op, p, ErrNotDir)
 	}
 	name := comps[len(comps)-1]
-	id, exists, err := t.lookup(dir.id, name)
-	if err != nil {
-		return WriteResult{}, err
-	}
+	exists := len(all) == len(comps)+1
 	clean := JoinPath(comps)
 	if !exists {
 		mode := o.Mode.Perm()
@@ -170,10 +158,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	if o.Exclusive {
 		return WriteResult{}, pathErr(op, clean, ErrExists)
 	}
-	n, err := t.node(id)
-	if err != nil {
-		return WriteResult{}, err
-	}
+	n := all[len(comps)]
 	switch n.kind {
 	case KindDir:
 		return WriteResult{}, pathErr(op, clean, ErrIsDir)
@@ -193,7 +178,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 			return t.rewrite(n, off, data, size)
 		}
 		list, err := t.storeContent(data)
-		n.chunks, n.size = list, size
+		n.chunks, n.size, n.lazy = list, size, false
 		return err
 	})
 	if err != nil {
@@ -329,7 +314,7 @@ func (t *Tx) ReadDir(p string) ([]Entry, error) {
 }
 
 func (t *Tx) list(dir int64, base string) ([]Entry, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT d.name, `+prefixed("n.", nodeCols)+` FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
@@ -338,7 +323,7 @@ func (t *Tx) list(dir int64, base string) ([]Entry, error) {
 	for rows.Next() {
 		var name string
 		n := &node{}
-		if err := rows.Scan(&name, &n.id, &n.vault, &n.epoch, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.chunks); err != nil {
+		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target); err != nil {
 			return nil, err
 		}
 		out = append(out, n.entry(name, joinChild(base, name)))
@@ -373,7 +358,11 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 	clean := JoinPath(comps)
 	if parents {
 		before := t.v.dirs
-		chain, err := t.mkdirAll(op, clean, comps, mode, 0, 0)
+		found, err := t.walkPrefix(comps)
+		if err != nil {
+			return err
+		}
+		chain, err := t.mkdirAll(op, clean, comps, mode, 0, 0, found)
 		if err != nil {
 			return err
 		}
@@ -387,14 +376,12 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 		}
 		return nil
 	}
-	_, parent, err := t.parentOf(op, clean)
+	_, parent, existing, err := t.entryOf(op, clean)
 	if err != nil {
 		return err
 	}
 	name := comps[len(comps)-1]
-	if _, ok, err := t.lookup(parent[len(parent)-1].id, name); err != nil {
-		return err
-	} else if ok {
+	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
 	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindDir, mode: uint32(mode.Perm())}); err != nil {
@@ -411,14 +398,12 @@ func (t *Tx) Symlink(target, p string) error {
 	if target == "" || len(target) > MaxPathLen {
 		return pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, parent, err := t.parentOf(op, p)
+	comps, parent, existing, err := t.entryOf(op, p)
 	if err != nil {
 		return err
 	}
 	clean, name := JoinPath(comps), comps[len(comps)-1]
-	if _, ok, err := t.lookup(parent[len(parent)-1].id, name); err != nil {
-		return err
-	} else if ok {
+	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
 	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindSymlink, mode: 0o777, size: int64(len(target)), target: target}); err != nil {
@@ -494,7 +479,7 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err != nil {
 		return err
 	}
-	dcomps, dparent, err := t.parentOf(op, dst)
+	dcomps, dparent, victim, err := t.entryOf(op, dst)
 	if err != nil {
 		return err
 	}
@@ -510,18 +495,9 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	}
 	n := schain[len(schain)-1]
 	dname := dcomps[len(dcomps)-1]
-	did, dexists, err := t.lookup(dparent[len(dparent)-1].id, dname)
-	if err != nil {
-		return err
-	}
-	var victim *node
-	if dexists {
+	if victim != nil {
 		if o.NoReplace {
 			return pathErr(op, dclean, ErrExists)
-		}
-		victim, err = t.node(did)
-		if err != nil {
-			return err
 		}
 		switch {
 		case victim.kind == KindDir && n.kind != KindDir:
@@ -585,7 +561,7 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 	if n.kind == KindDir && !recursive {
 		return pathErr(op, src, ErrIsDir)
 	}
-	dcomps, dparent, err := t.parentOf(op, dst)
+	dcomps, dparent, existing, err := t.entryOf(op, dst)
 	if err != nil {
 		return err
 	}
@@ -594,9 +570,7 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 		return pathErr(op, dst, fmt.Errorf("cannot copy a directory into itself: %w", ErrInvalidArgument))
 	}
 	dname := dcomps[len(dcomps)-1]
-	if _, ok, err := t.lookup(dparent[len(dparent)-1].id, dname); err != nil {
-		return err
-	} else if ok {
+	if existing != nil {
 		return pathErr(op, dclean, ErrExists)
 	}
 	// Check the quota for the whole copy up front, so that the error
@@ -628,6 +602,9 @@ func (t *Tx) treeUsage(id int64) (entries, bytes, largest int64, err error) {
 }
 
 func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string) error {
+	if err := t.loadChunks(n); err != nil {
+		return err
+	}
 	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks}
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {

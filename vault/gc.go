@@ -12,7 +12,7 @@ const reachableSQL = `WITH RECURSIVE live(id) AS (%s UNION SELECT d.child FROM d
 // storedBytes is the size of the distinct content the live tree references:
 // what the vault would occupy on its own, after deduplication.
 func (t *Tx) storedBytes() (int64, error) {
-	rows, err := t.tx.QueryContext(t.ctx, fmt.Sprintf(reachableSQL, `SELECT ?`)+
+	rows, err := t.query(fmt.Sprintf(reachableSQL, `SELECT ?`)+
 		` SELECT n.size, n.chunks FROM nodes n JOIN live ON n.id = live.id WHERE n.kind = ?`, t.v.root, KindFile)
 	if err != nil {
 		return 0, mapSQLErr(err)
@@ -52,25 +52,25 @@ type GCStats struct {
 func (s *Store) GC(ctx context.Context) (GCStats, error) {
 	st, _, err := write(ctx, s, "", "", Meta{}, "gc", false, func(t *Tx) (GCStats, error) {
 		var st GCStats
-		if _, err := t.exec(`CREATE TEMP TABLE IF NOT EXISTS gc_live(id INTEGER PRIMARY KEY)`); err != nil {
+		if _, err := t.execText(`CREATE TEMP TABLE IF NOT EXISTS gc_live(id INTEGER PRIMARY KEY)`); err != nil {
 			return st, err
 		}
-		defer t.exec(`DROP TABLE IF EXISTS temp.gc_live`)
-		if _, err := t.exec(fmt.Sprintf(reachableSQL, `SELECT root FROM vaults UNION SELECT root FROM checkpoints`) +
+		defer t.execText(`DROP TABLE IF EXISTS temp.gc_live`)
+		if _, err := t.execText(fmt.Sprintf(reachableSQL, `SELECT root FROM vaults UNION SELECT root FROM checkpoints`) +
 			` INSERT INTO gc_live SELECT id FROM live`); err != nil {
 			return st, fmt.Errorf("gc mark: %w", err)
 		}
-		if _, err := t.exec(`DELETE FROM dirents WHERE dir NOT IN (SELECT id FROM gc_live)`); err != nil {
+		if _, err := t.execText(`DELETE FROM dirents WHERE dir NOT IN (SELECT id FROM gc_live)`); err != nil {
 			return st, fmt.Errorf("gc sweep: %w", err)
 		}
-		res, err := t.exec(`DELETE FROM nodes WHERE id NOT IN (SELECT id FROM gc_live)`)
+		res, err := t.execText(`DELETE FROM nodes WHERE id NOT IN (SELECT id FROM gc_live)`)
 		if err != nil {
 			return st, fmt.Errorf("gc sweep: %w", err)
 		}
 		st.Nodes, _ = res.RowsAffected()
 		// Chunks: mark by hash from the surviving nodes' chunk lists.
 		used := map[[hashLen]byte]struct{}{}
-		rows, err := t.tx.QueryContext(ctx, `SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL`, KindFile)
+		rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL`, KindFile)
 		if err != nil {
 			return st, mapSQLErr(err)
 		}
@@ -88,7 +88,7 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 		if err := rows.Err(); err != nil {
 			return st, err
 		}
-		rows, err = t.tx.QueryContext(ctx, `SELECT id, hash, length(data) FROM chunks`)
+		rows, err = t.query(`SELECT id, hash, length(data) FROM chunks`)
 		if err != nil {
 			return st, mapSQLErr(err)
 		}

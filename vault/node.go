@@ -2,9 +2,9 @@ package vault
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -57,6 +57,71 @@ type node struct {
 	ctime  int64
 	target string
 	chunks []byte // concatenated SHA-256 hashes, one per ChunkSize of content
+
+	// lazy: the chunk list was left in the database (a path walk loads
+	// long lists only on demand, see lazyListBytes); chunks is nil. Reads
+	// fetch the hashes they need by range, and a change to a range is kept
+	// in splice until updateNode splices it into the stored list.
+	lazy   bool
+	splice *splice
+}
+
+// lazyListBytes is the longest chunk list a path walk loads: 32 hashes, a
+// file of 2 MiB. A partial write to a larger file moves the few hashes it
+// changes, not the file's whole list (32 KiB for 64 MiB). A variable so
+// that tests can make every list of more than one hash lazy.
+var lazyListBytes int64 = 32 * hashLen
+
+// splice is a change to a lazy chunk list: the new list is the stored
+// list's first keep bytes, then ins, then its bytes [tailFrom, tailTo).
+type splice struct {
+	keep             int64
+	ins              []byte
+	tailFrom, tailTo int64
+}
+
+// setLazy marks n lazy when its chunk list was not loaded: a non-empty
+// file always has one (nchunks(size) hashes).
+func (n *node) setLazy() { n.lazy = n.kind == KindFile && n.chunks == nil && n.size > 0 }
+
+// hashes returns the hashes of chunks [from, to) of file n.
+func (t *Tx) hashes(n *node, from, to int64) ([]byte, error) {
+	if from >= to {
+		return nil, nil
+	}
+	if !n.lazy {
+		return n.chunks[from*hashLen : to*hashLen], nil
+	}
+	if n.splice != nil {
+		return nil, fmt.Errorf("node %d: chunk list read before its change was stored", n.id)
+	}
+	var b []byte
+	if err := t.row(`SELECT substr(chunks, ?, ?) FROM nodes WHERE id=?`, from*hashLen+1, (to-from)*hashLen, n.id).Scan(&b); err != nil {
+		return nil, fmt.Errorf("load chunk list of node %d: %w", n.id, mapSQLErr(err))
+	}
+	if int64(len(b)) != (to-from)*hashLen {
+		return nil, fmt.Errorf("node %d: chunk list too short: %w", n.id, ErrConflict)
+	}
+	return b, nil
+}
+
+// loadChunks loads n's whole chunk list if it is lazy.
+func (t *Tx) loadChunks(n *node) error {
+	if !n.lazy {
+		return nil
+	}
+	if n.splice != nil {
+		return fmt.Errorf("node %d: chunk list read before its change was stored", n.id)
+	}
+	var b []byte
+	if err := t.row(`SELECT chunks FROM nodes WHERE id=?`, n.id).Scan(&b); err != nil {
+		return fmt.Errorf("load chunk list of node %d: %w", n.id, mapSQLErr(err))
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	n.chunks, n.lazy = b, false
+	return nil
 }
 
 const nodeCols = `id, vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks`
@@ -96,9 +161,44 @@ func (t *Tx) insertNode(n *node) (int64, error) {
 	return n.id, err
 }
 
+// insertCopy stores a copy of frozen node n, taking its chunk list from
+// the database, and returns the copy.
+func (t *Tx) insertCopy(n *node) (*node, error) {
+	if !n.lazy {
+		c := *n
+		_, err := t.insertNode(&c)
+		return &c, err
+	}
+	c := *n
+	c.vault, c.epoch = t.v.id, t.v.epoch
+	res, err := t.exec(`INSERT INTO nodes(vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks) SELECT ?, ?, ino, kind, mode, size, mtime, ctime, target, chunks FROM nodes WHERE id=?`,
+		c.vault, c.epoch, n.id)
+	if err != nil {
+		return nil, fmt.Errorf("copy node: %w", err)
+	}
+	c.id, err = res.LastInsertId()
+	return &c, err
+}
+
+// updateNode stores n's attributes and chunk list; a lazy list is left
+// as stored or changed by its pending splice.
 func (t *Tx) updateNode(n *node) error {
-	_, err := t.exec(`UPDATE nodes SET mode=?, size=?, mtime=?, ctime=?, target=?, chunks=? WHERE id=?`,
-		n.mode, n.size, n.mtime, n.ctime, n.target, n.chunks, n.id)
+	var err error
+	switch {
+	case n.splice != nil:
+		sp := n.splice
+		_, err = t.exec(`UPDATE nodes SET mode=?, size=?, mtime=?, ctime=?, target=?, chunks=CAST(substr(chunks, 1, ?) || coalesce(?, x'') || substr(chunks, ?, ?) AS BLOB) WHERE id=?`,
+			n.mode, n.size, n.mtime, n.ctime, n.target, sp.keep, sp.ins, sp.tailFrom+1, max(0, sp.tailTo-sp.tailFrom), n.id)
+		if err == nil {
+			n.splice = nil
+		}
+	case n.lazy:
+		_, err = t.exec(`UPDATE nodes SET mode=?, size=?, mtime=?, ctime=?, target=? WHERE id=?`,
+			n.mode, n.size, n.mtime, n.ctime, n.target, n.id)
+	default:
+		_, err = t.exec(`UPDATE nodes SET mode=?, size=?, mtime=?, ctime=?, target=?, chunks=? WHERE id=?`,
+			n.mode, n.size, n.mtime, n.ctime, n.target, n.chunks, n.id)
+	}
 	if err != nil {
 		return fmt.Errorf("update node: %w", err)
 	}
@@ -111,19 +211,6 @@ func (t *Tx) newIno() int64 {
 	return i
 }
 
-// lookup finds name in directory dir; ok is false when absent.
-func (t *Tx) lookup(dir int64, name string) (int64, bool, error) {
-	var child int64
-	err := t.row(`SELECT child FROM dirents WHERE dir=? AND name=?`, dir, name).Scan(&child)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, mapSQLErr(err)
-	}
-	return child, true, nil
-}
-
 type dirent struct {
 	name  string
 	child int64
@@ -131,7 +218,7 @@ type dirent struct {
 
 // dirents lists directory dir, sorted by name.
 func (t *Tx) dirents(dir int64) ([]dirent, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT name, child FROM dirents WHERE dir=? ORDER BY name`, dir)
+	rows, err := t.query(`SELECT name, child FROM dirents WHERE dir=? ORDER BY name`, dir)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
@@ -147,35 +234,140 @@ func (t *Tx) dirents(dir int64) ([]dirent, error) {
 	return out, rows.Err()
 }
 
+// walkSQL resolves a path in one statement. From node ?1 it follows the
+// components listed in ?2, each followed by '/' ("a/b/" for a/b; names
+// never hold '/'), and returns each node on the way with its depth, 0
+// being node ?1. It stops at the first component that is missing, or that
+// names a non-directory's entry (such a node has no dirents). Chunk lists
+// longer than ?3 bytes are left out (NULL): see node.lazy.
+var walkSQL = `WITH RECURSIVE w(depth, id, rest) AS (
+	SELECT 0, ?1, ?2
+	UNION ALL
+	SELECT w.depth + 1, d.child, substr(w.rest, instr(w.rest, '/') + 1)
+	FROM w JOIN dirents d ON d.dir = w.id AND d.name = substr(w.rest, 1, instr(w.rest, '/') - 1)
+	WHERE w.rest != ''
+) SELECT w.depth, n.id, n.vault, n.epoch, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target,
+	CASE WHEN length(n.chunks) <= ?3 THEN n.chunks END
+FROM w JOIN nodes n ON n.id = w.id`
+
+// walkArg is comps as walkSQL takes them.
+func walkArg(comps []string) string {
+	if len(comps) == 0 {
+		return ""
+	}
+	return strings.Join(comps, "/") + "/"
+}
+
+// scanChain reads the rows of walkSQL for a walk of n components and
+// returns the nodes found, root first: the longest resolved prefix. With
+// extra non-nil the rows have one more column, a blob, and extra receives
+// its value in the deepest row. ok is false when the start node itself is
+// missing or the chain has a gap, which only a damaged store can produce.
+func scanChain(rows *sql.Rows, n int, extra *[]byte) (chain []*node, ok bool, err error) {
+	defer rows.Close()
+	all := make([]*node, n+1)
+	count, deepest := 0, -1
+	for rows.Next() {
+		var depth int
+		var b []byte
+		nd := &node{}
+		dest := []any{&depth, &nd.id, &nd.vault, &nd.epoch, &nd.ino, &nd.kind, &nd.mode, &nd.size, &nd.mtime, &nd.ctime, &nd.target, &nd.chunks}
+		if extra != nil {
+			dest = append(dest, &b)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, false, err
+		}
+		if depth < 0 || depth > n || all[depth] != nil {
+			return nil, false, nil
+		}
+		nd.setLazy()
+		all[depth] = nd
+		count++
+		if extra != nil && depth > deepest {
+			deepest, *extra = depth, b
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, mapSQLErr(err)
+	}
+	for i := range count {
+		if all[i] == nil {
+			return nil, false, nil
+		}
+	}
+	return all[:count], count > 0, nil
+}
+
+// walkPrefix resolves as much of comps as exists, from the root, in one
+// statement: chain[0] is the root and chain[i] the node of comps[i-1], for
+// the longest prefix of comps that resolves.
+func (t *Tx) walkPrefix(comps []string) ([]*node, error) {
+	rows, err := t.query(walkSQL, t.v.root, walkArg(comps), lazyListBytes)
+	if err != nil {
+		return nil, err
+	}
+	chain, ok, err := scanChain(rows, len(comps), nil)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("load node %d: walk %q: %w", t.v.root, comps, sql.ErrNoRows)
+	}
+	return chain, nil
+}
+
+// resolved cuts chain, a prefix found by walkPrefix for n or more
+// components, to n components and fails as a walk of them would: with
+// ErrNotDir when a component is not a directory, else with ErrNotFound.
+func resolved(op, p string, chain []*node, n int) ([]*node, error) {
+	if len(chain) < n+1 {
+		if chain[len(chain)-1].kind != KindDir {
+			return nil, pathErr(op, p, ErrNotDir)
+		}
+		return nil, pathErr(op, p, ErrNotFound)
+	}
+	return chain[: n+1 : n+1], nil
+}
+
 // walk resolves comps from the root. chain[0] is the root and chain[i] the
 // node of comps[i-1]. Symlinks are not followed: vault paths name entries
 // exactly, so no link can lead a request outside the vault.
 func (t *Tx) walk(op, p string, comps []string) ([]*node, error) {
-	root, err := t.node(t.v.root)
+	chain, err := t.walkPrefix(comps)
 	if err != nil {
 		return nil, err
 	}
-	chain := make([]*node, 1, len(comps)+1)
-	chain[0] = root
-	for i, c := range comps {
-		cur := chain[i]
-		if cur.kind != KindDir {
-			return nil, pathErr(op, p, ErrNotDir)
-		}
-		id, ok, err := t.lookup(cur.id, c)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, pathErr(op, p, ErrNotFound)
-		}
-		n, err := t.node(id)
-		if err != nil {
-			return nil, err
-		}
-		chain = append(chain, n)
+	return resolved(op, p, chain, len(comps))
+}
+
+// entryOf validates p (which must not be the root) and resolves it in one
+// walk: parent is the chain of p's parent directory, n is p's node or nil
+// when p does not exist. It fails with ErrNotDir if a component of the
+// parent is not a directory.
+func (t *Tx) entryOf(op, p string) (comps []string, parent []*node, n *node, err error) {
+	comps, err = CleanPath(p)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return chain, nil
+	if len(comps) == 0 {
+		return nil, nil, nil, pathErr(op, p, ErrInvalidPath)
+	}
+	all, err := t.walkPrefix(comps)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parent, err = resolved(op, p, all, len(comps)-1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if parent[len(parent)-1].kind != KindDir {
+		return nil, nil, nil, pathErr(op, p, ErrNotDir)
+	}
+	if len(all) == len(comps)+1 {
+		n = all[len(comps)]
+	}
+	return comps, parent, n, nil
 }
 
 // resolve validates p and returns its node chain.
@@ -188,26 +380,6 @@ func (t *Tx) resolve(op, p string) ([]string, []*node, error) {
 	return comps, chain, err
 }
 
-// parentOf validates p (which must not be the root) and returns its parent
-// directory chain; it fails with ErrNotDir if a component is not a dir.
-func (t *Tx) parentOf(op, p string) ([]string, []*node, error) {
-	comps, err := CleanPath(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(comps) == 0 {
-		return nil, nil, pathErr(op, p, ErrInvalidPath)
-	}
-	chain, err := t.walk(op, p, comps[:len(comps)-1])
-	if err != nil {
-		return nil, nil, err
-	}
-	if chain[len(chain)-1].kind != KindDir {
-		return nil, nil, pathErr(op, p, ErrNotDir)
-	}
-	return comps, chain, nil
-}
-
 // makeWritable copies every frozen node of chain, top down, so the chain
 // can be changed in place. chain[i] must be the entry comps[i-1].
 func (t *Tx) makeWritable(chain []*node, comps []string) error {
@@ -215,8 +387,8 @@ func (t *Tx) makeWritable(chain []*node, comps []string) error {
 		if t.owned(n) {
 			continue
 		}
-		c := *n
-		if _, err := t.insertNode(&c); err != nil {
+		c, err := t.insertCopy(n)
+		if err != nil {
 			return err
 		}
 		if n.kind == KindDir {
@@ -229,7 +401,7 @@ func (t *Tx) makeWritable(chain []*node, comps []string) error {
 		} else if err := t.link(chain[i-1].id, comps[i-1], c.id); err != nil {
 			return err
 		}
-		chain[i] = &c
+		chain[i] = c
 	}
 	return nil
 }
@@ -251,7 +423,10 @@ func (t *Tx) unlink(dir int64, name string) error {
 // touchDir records that directory n's entries changed.
 func (t *Tx) touchDir(n *node) error {
 	n.mtime, n.ctime = t.now, t.now
-	return t.updateNode(n)
+	if _, err := t.exec(`UPDATE nodes SET mtime=?, ctime=? WHERE id=?`, n.mtime, n.ctime, n.id); err != nil {
+		return fmt.Errorf("update node: %w", err)
+	}
+	return nil
 }
 
 // drop forgets the subtree at n after it was unlinked: nodes owned by this

@@ -72,6 +72,9 @@ func (v *Vault) do(ctx context.Context, meta Meta, op string, fn func(t *Tx) err
 
 // ReadFile returns the content and entry of file p.
 func (v *Vault) ReadFile(ctx context.Context, p string) ([]byte, Entry, error) {
+	if data, e, ok, err := v.s.readFast(ctx, v.namespace, v.name, p); ok {
+		return data, e, err
+	}
 	type fe struct {
 		data []byte
 		e    Entry
@@ -90,6 +93,9 @@ func (v *Vault) ReadAt(ctx context.Context, p string, off int64, buf []byte) (in
 
 // Stat describes the entry at p.
 func (v *Vault) Stat(ctx context.Context, p string) (Entry, error) {
+	if e, ok, err := v.s.statFast(ctx, v.namespace, v.name, p); ok {
+		return e, err
+	}
 	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (Entry, error) { return t.Stat(p) })
 }
 

@@ -10,7 +10,7 @@ import (
 // Snapshots are hidden checkpoints: a "before" state that exec compares
 // the tree against, kept as a checkpoint row so that GC cannot free its
 // nodes while a command runs. Their names start with '.', which
-// ValidVaultName rejects, so they never collide with, or show among, the
+// ValidCheckpointName rejects, so they never collide with, or show among, the
 // checkpoints users name.
 
 // Snapshot freezes the current tree and returns the snapshot's name, for

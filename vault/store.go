@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,6 +40,20 @@ type Store struct {
 	// instead of spinning in SQLite's busy handler; other processes still
 	// wait on the database lock.
 	wmu sync.Mutex
+
+	// stmts caches a prepared statement per SQL text (see prepared): the
+	// driver parses SQL text again on every call otherwise, which cost
+	// about as much as running the statement.
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
+
+	// Writes run on one dedicated connection (guarded by wmu), with
+	// statements prepared on it and BEGIN IMMEDIATE / COMMIT sent as
+	// statements: cheaper than a database/sql transaction, which takes a
+	// connection from the pool, binds each statement to it, and watches
+	// its context from a new goroutine per query.
+	wconn  *sql.Conn
+	wstmts map[string]*sql.Stmt
 }
 
 const schema = `
@@ -154,7 +169,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: opts.Now}
+	// Prepared statements live per connection: keep a few idle ones so
+	// that they are not closed, and their statements lost, between calls.
+	db.SetMaxIdleConns(4)
+	s := &Store{db: db, path: path, now: opts.Now, stmts: map[string]*sql.Stmt{}}
 	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
@@ -162,11 +180,129 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the prepared statements and the database.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	s.dropWriter(false)
+	s.wmu.Unlock()
+	s.stmtMu.Lock()
+	for q, st := range s.stmts {
+		st.Close()
+		delete(s.stmts, q)
+	}
+	s.stmtMu.Unlock()
+	return s.db.Close()
+}
+
+// prepared returns the store's prepared statement for q, preparing it on
+// first use. q must be one of the package's fixed SQL texts, and must not
+// name a TEMP table: a statement is prepared again, lazily, on each
+// connection that runs it. Use it through Tx.stmt inside transactions.
+func (s *Store) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st := s.stmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, mapSQLErr(err)
+	}
+	s.stmts[q] = st
+	return st, nil
+}
 
 // Path is the store's database file.
 func (s *Store) Path() string { return s.path }
+
+// Statements of the writer connection, prepared once each.
+const (
+	sqlBegin    = `BEGIN IMMEDIATE`
+	sqlCommit   = `COMMIT`
+	sqlRollback = `ROLLBACK`
+)
+
+// writerStmt returns q prepared on the writer connection. s.wmu is held.
+func (s *Store) writerStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st := s.wstmts[q]; st != nil {
+		return st, nil
+	}
+	st, err := s.wconn.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, mapSQLErr(err)
+	}
+	s.wstmts[q] = st
+	return st, nil
+}
+
+// begin opens the write transaction on the writer connection, opening the
+// connection first if needed. s.wmu is held.
+func (s *Store) begin(ctx context.Context) (*sql.Conn, error) {
+	if s.wconn == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, mapSQLErr(err)
+		}
+		s.wconn, s.wstmts = c, map[string]*sql.Stmt{}
+	}
+	st, err := s.writerStmt(ctx, sqlBegin)
+	if err == nil {
+		_, err = st.ExecContext(ctx)
+	}
+	if err != nil {
+		if errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) {
+			s.dropWriter(true)
+		}
+		return nil, mapSQLErr(err)
+	}
+	return s.wconn, nil
+}
+
+// commit commits the write transaction. s.wmu is held.
+func (s *Store) commit(ctx context.Context) error {
+	st, err := s.writerStmt(ctx, sqlCommit)
+	if err == nil {
+		_, err = st.ExecContext(ctx)
+	}
+	return mapSQLErr(err)
+}
+
+// rollback ends the write transaction, if one is still open, without
+// keeping its changes; it does so even when the request's context is
+// done. s.wmu is held.
+func (s *Store) rollback(c *sql.Conn) {
+	if s.wconn != c {
+		return
+	}
+	ctx := context.Background()
+	st, err := s.writerStmt(ctx, sqlRollback)
+	if err == nil {
+		_, err = st.ExecContext(ctx)
+	}
+	if err != nil {
+		// Perhaps no transaction was open any more (SQLite ends some on
+		// error), perhaps the connection is broken: either way a new one
+		// is safe, and closing this one ends any transaction left on it.
+		s.dropWriter(true)
+	}
+}
+
+// dropWriter closes the writer connection's statements and gives the
+// connection back, or with bad, discards it; the next write opens a new
+// one. s.wmu is held.
+func (s *Store) dropWriter(bad bool) {
+	if s.wconn == nil {
+		return
+	}
+	for _, st := range s.wstmts {
+		st.Close()
+	}
+	if bad {
+		s.wconn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	s.wconn.Close()
+	s.wconn, s.wstmts = nil, nil
+}
 
 // mapSQLErr turns SQLite's lock errors into ErrConflict so callers can retry.
 func mapSQLErr(err error) error {

@@ -61,13 +61,16 @@ func nullToPtr(n sql.NullInt64) *int64 {
 // burst of writes through the mount) into a single commit.
 type Tx struct {
 	ctx    context.Context
-	tx     *sql.Tx
+	tx     *sql.Tx   // a read transaction; nil in a write
+	conn   *sql.Conn // the store's writer connection, in a write
 	s      *Store
 	v      vaultRow
+	v0     vaultRow // t.v as loaded: saveVault skips an unchanged row
 	meta   Meta
 	now    int64
 	write  bool
 	events []event
+	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
 }
 
 type event struct {
@@ -79,12 +82,87 @@ type event struct {
 // Time is the transaction's clock reading, shared by all its changes.
 func (t *Tx) Time() time.Time { return time.Unix(0, t.now) }
 
+// stmt returns a prepared statement for q that runs in this transaction;
+// q must be a fixed SQL text (see Store.prepared).
+func (t *Tx) stmt(q string) (*sql.Stmt, error) {
+	if t.conn != nil {
+		return t.s.writerStmt(t.ctx, q)
+	}
+	if st := t.stmts[q]; st != nil {
+		return st, nil
+	}
+	ps, err := t.s.prepared(t.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	st := t.tx.StmtContext(t.ctx, ps)
+	if t.stmts == nil {
+		t.stmts = map[string]*sql.Stmt{}
+	}
+	t.stmts[q] = st
+	return st, nil
+}
+
 func (t *Tx) exec(q string, args ...any) (sql.Result, error) {
-	r, err := t.tx.ExecContext(t.ctx, q, args...)
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	r, err := st.ExecContext(t.ctx, args...)
 	return r, mapSQLErr(err)
 }
 
-func (t *Tx) row(q string, args ...any) *sql.Row { return t.tx.QueryRowContext(t.ctx, q, args...) }
+// execText runs q unprepared, for statements that are run rarely or that
+// name a TEMP table (which exists on one connection only).
+func (t *Tx) execText(q string, args ...any) (sql.Result, error) {
+	var r sql.Result
+	var err error
+	if t.conn != nil {
+		r, err = t.conn.ExecContext(t.ctx, q, args...)
+	} else {
+		r, err = t.tx.ExecContext(t.ctx, q, args...)
+	}
+	return r, mapSQLErr(err)
+}
+
+// queryText runs q unprepared, for queries built per call.
+func (t *Tx) queryText(q string, args ...any) (*sql.Rows, error) {
+	var rows *sql.Rows
+	var err error
+	if t.conn != nil {
+		rows, err = t.conn.QueryContext(t.ctx, q, args...)
+	} else {
+		rows, err = t.tx.QueryContext(t.ctx, q, args...)
+	}
+	return rows, mapSQLErr(err)
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface{ Scan(...any) error }
+
+// errRow is a row whose Scan fails with err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (t *Tx) row(q string, args ...any) scanner {
+	st, err := t.stmt(q)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(t.ctx, args...)
+}
+
+// query runs q. A prepared statement runs once at a time: close the rows
+// before running the same text again (collect them first, then recurse).
+func (t *Tx) query(q string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(t.ctx, args...)
+	return rows, mapSQLErr(err)
+}
 
 func (t *Tx) audit(action, p string, details map[string]any) {
 	t.events = append(t.events, event{action: action, path: p, details: details})
@@ -98,14 +176,32 @@ func (t *Tx) loadVault(ns, name string) error {
 	if err != nil {
 		return fmt.Errorf("load vault %q: %w", name, mapSQLErr(err))
 	}
-	t.v = r
+	t.v, t.v0 = r, r
 	return nil
 }
 
+// equal reports whether two vault rows hold the same values.
+func (r vaultRow) equal(o vaultRow) bool {
+	eq := func(a, b *int64) bool { return a == b || (a != nil && b != nil && *a == *b) }
+	return r.id == o.id && r.namespace == o.namespace && r.name == o.name && r.createdAt == o.createdAt &&
+		r.root == o.root && r.epoch == o.epoch && r.nextIno == o.nextIno && r.parent == o.parent &&
+		r.files == o.files && r.dirs == o.dirs && r.bytes == o.bytes && r.worker == o.worker &&
+		eq(r.quota.MaxSizeMB, o.quota.MaxSizeMB) && eq(r.quota.MaxFiles, o.quota.MaxFiles) &&
+		eq(r.quota.MaxFileSizeMB, o.quota.MaxFileSizeMB)
+}
+
+// saveVault writes the vault row back, unless nothing in it changed since
+// it was loaded or last saved.
 func (t *Tx) saveVault() error {
+	if t.v.equal(t.v0) {
+		return nil
+	}
 	_, err := t.exec(`UPDATE vaults SET root=?, epoch=?, next_ino=?, files=?, dirs=?, bytes=?, max_size_mb=?, max_files=?, max_file_size_mb=?, worker=? WHERE id=?`,
 		t.v.root, t.v.epoch, t.v.nextIno, t.v.files, t.v.dirs, t.v.bytes,
 		ptrToNull(t.v.quota.MaxSizeMB), ptrToNull(t.v.quota.MaxFiles), ptrToNull(t.v.quota.MaxFileSizeMB), t.v.worker, t.v.id)
+	if err == nil {
+		t.v0 = t.v
+	}
 	return err
 }
 
@@ -141,12 +237,17 @@ func (t *Tx) flushEvents() error {
 func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op string, load bool, fn func(t *Tx) (T, error)) (res T, replayed bool, err error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	conn, err := s.begin(ctx)
 	if err != nil {
-		return res, false, fmt.Errorf("%s: begin: %w", op, mapSQLErr(err))
+		return res, false, fmt.Errorf("%s: begin: %w", op, err)
 	}
-	defer tx.Rollback()
-	t := &Tx{ctx: ctx, tx: tx, s: s, meta: meta, now: s.now().UnixNano(), write: true}
+	committed := false
+	defer func() {
+		if !committed {
+			s.rollback(conn)
+		}
+	}()
+	t := &Tx{ctx: ctx, conn: conn, s: s, meta: meta, now: s.now().UnixNano(), write: true}
 	if meta.RequestID != "" {
 		var storedOp string
 		var stored []byte
@@ -191,9 +292,10 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 			return res, false, fmt.Errorf("%s: request log: %w", op, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return res, false, fmt.Errorf("%s: commit: %w", op, mapSQLErr(err))
+	if err := s.commit(ctx); err != nil {
+		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
+	committed = true
 	return res, false, nil
 }
 

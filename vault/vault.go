@@ -51,14 +51,26 @@ func (v *Vault) Name() string { return v.name }
 // Namespace is the vault's namespace.
 func (v *Vault) Namespace() string { return v.namespace }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var (
+	vaultNameRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+	checkpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
 
-// ValidVaultName reports whether name can name a vault, namespace or
-// checkpoint: 1–128 characters of letters, digits, '.', '_' and '-', not
-// starting with punctuation, so that it is also a valid NATS subject token.
+// ValidVaultName reports whether name can name a vault or namespace: 1–128
+// letters, digits, '_' and '-', starting with a letter or digit. No '.':
+// the name is one token of a NATS subject.
 func ValidVaultName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("name %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit: %w", name, ErrInvalidArgument)
+	if !vaultNameRE.MatchString(name) {
+		return fmt.Errorf("name %q: want 1-128 of [A-Za-z0-9_-], starting with a letter or digit: %w", name, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// ValidCheckpointName reports whether name can name a checkpoint: like a
+// vault name, and '.' is allowed too ("v1.2-green").
+func ValidCheckpointName(name string) error {
+	if !checkpointNameRE.MatchString(name) {
+		return fmt.Errorf("checkpoint name %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit: %w", name, ErrInvalidArgument)
 	}
 	return nil
 }
@@ -150,7 +162,7 @@ func (v *Vault) Info(ctx context.Context) (Info, error) {
 // List describes every vault in namespace ns, sorted by name.
 func (s *Store) List(ctx context.Context, ns string) ([]Info, error) {
 	return read(ctx, s, ns, "", func(t *Tx) ([]Info, error) {
-		rows, err := t.tx.QueryContext(ctx, `SELECT `+vaultCols+` FROM vaults WHERE namespace=? ORDER BY name`, ns)
+		rows, err := t.query(`SELECT `+vaultCols+` FROM vaults WHERE namespace=? ORDER BY name`, ns)
 		if err != nil {
 			return nil, mapSQLErr(err)
 		}

@@ -274,7 +274,10 @@ func parseWork(subj string, body []byte) (messages.Request, *messages.Error) {
 }
 
 func (s *Server) reply(to string, rep messages.Reply) {
-	if to == "" {
+	if !messages.ValidReplyTo(to) {
+		if to != "" {
+			s.log.Warn("refused reply subject", "subject", to, "request", rep.RequestID)
+		}
 		return
 	}
 	b, err := json.Marshal(rep)

@@ -1,0 +1,194 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/dispatcher"
+	"github.com/avfs/avfs/messages"
+)
+
+var (
+	buildOnce sync.Once
+	avfsBin   string
+	buildErr  error
+)
+
+// binary builds the avfs command once per test run: the failover test
+// needs workers it can kill for real.
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "avfs-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		avfsBin = filepath.Join(dir, "avfs")
+		out, err := exec.Command("go", "build", "-o", avfsBin, "../cmd/avfs").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build avfs: %v", buildErr)
+	}
+	return avfsBin
+}
+
+// startWorkerProcess runs `avfs worker` as its own process on home.
+func (f *fleet) startWorkerProcess(home, id string) *exec.Cmd {
+	f.t.Helper()
+	cmd := exec.Command(binary(f.t), "worker", "--nats", f.url, "--home", home, "--id", id)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		// Gracefully if it still runs, so it unmounts; then clear any
+		// mount a killed worker left behind.
+		cmd.Process.Signal(syscall.SIGTERM)
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		detachMountsUnder(home)
+	})
+	return cmd
+}
+
+// detachMountsUnder lazily unmounts every mount below dir.
+func detachMountsUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			syscall.Unmount(fields[4], syscall.MNT_DETACH)
+		}
+	}
+}
+
+func (f *fleet) waitMembers(ids ...string) {
+	f.t.Helper()
+	js, _ := jetstream.New(f.conn())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := dispatcher.Status(context.Background(), js)
+		found := 0
+		if err == nil {
+			for _, w := range st.Workers {
+				for _, id := range ids {
+					if w.ID == id {
+						found++
+					}
+				}
+			}
+		}
+		if found == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("workers %v never joined", ids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runningExecs asks a worker's status endpoint how many requests it runs.
+func (f *fleet) runningExecs(id string) int {
+	m, err := f.conn().Request(messages.SubjectRoot+".worker."+id+".status", nil, time.Second)
+	if err != nil {
+		return -1
+	}
+	var mem messages.Member
+	json.Unmarshal(m.Data, &mem)
+	return mem.RunningExecs
+}
+
+func TestWorkerKilledMidExec(t *testing.T) {
+	f := startFleet(t)
+	home := t.TempDir() // shared by both workers: either can serve any vault
+	procs := map[string]*exec.Cmd{"wa": f.startWorkerProcess(home, "wa"), "wb": f.startWorkerProcess(home, "wb")}
+	f.waitMembers("wa", "wb")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "default", "v", messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("acked")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		env messages.Envelope
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		defer cancel()
+		env, err := c.Exec(cctx, "default", "v", messages.ExecArgs{Shell: "sleep 4; echo done >> done.txt", Timeout: "60s"})
+		done <- result{env, err}
+	}()
+	// Find the owner while it runs the command, then kill it for real.
+	var owner string
+	deadline := time.Now().Add(30 * time.Second)
+	for owner == "" {
+		for id := range procs {
+			if f.runningExecs(id) > 0 {
+				owner = id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no worker ever ran the exec")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	killed := time.Now()
+	procs[owner].Process.Signal(syscall.SIGKILL)
+	procs[owner].Wait()
+
+	var cat messages.CatResult
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := c.Call(cctx, "default", "v", messages.OpCat, messages.PathArgs{Path: "/a.txt"}, &cat); err != nil {
+		t.Fatalf("the vault was not served again after its worker died: %v", err)
+	}
+	if took := time.Since(killed); took > 30*time.Second {
+		t.Fatalf("served again after %v, want within 30s", took)
+	}
+	if *cat.Content != "acked" {
+		t.Fatalf("acknowledged write lost: %q", *cat.Content)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the killed exec's request never ended: %v", r.err)
+	}
+	if r.env.Worker == owner || r.env.Status != messages.StatusCompleted {
+		t.Fatalf("killed exec ended as %s on %s (killed %s)", r.env.Status, r.env.Worker, owner)
+	}
+	var out messages.CatResult
+	if err := c.Call(ctx, "default", "v", messages.OpCat, messages.PathArgs{Path: "/done.txt"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if *out.Content != "done\n" {
+		t.Fatalf("the re-run exec left %q, want exactly one completed run", *out.Content)
+	}
+}

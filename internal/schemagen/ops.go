@@ -1,0 +1,89 @@
+package main
+
+import (
+	"reflect"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// opSpec is one op of the contract: the type of its args object (nil: it
+// takes none) and of its result object, as the handler and the worker's
+// runner bind them.
+type opSpec struct {
+	Op     messages.Op
+	Args   reflect.Type
+	Result reflect.Type
+}
+
+func typ[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+// ops is every op, in the order of messages/ops.go. Package messages has
+// no list of its ops, so this table is the list; TestOpTableCoversMessages
+// compares it with the Op constants declared in messages.
+var ops = []opSpec{
+	{messages.OpVaultCreate, typ[messages.VaultCreateArgs](), typ[messages.VaultResult]()},
+	{messages.OpVaultList, nil, typ[messages.VaultListResult]()},
+	{messages.OpVaultInfo, nil, typ[messages.VaultResult]()},
+	{messages.OpVaultFork, typ[messages.VaultForkArgs](), typ[messages.ForkResult]()},
+	{messages.OpVaultDelete, nil, typ[messages.DeletedResult]()},
+	{messages.OpVaultExport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
+	{messages.OpVaultImport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
+
+	{messages.OpWrite, typ[messages.WriteArgs](), typ[messages.WriteResult]()},
+	{messages.OpWriteBatch, typ[messages.WriteBatchArgs](), typ[messages.BatchResult]()},
+	{messages.OpCat, typ[messages.PathArgs](), typ[messages.CatResult]()},
+	{messages.OpLs, typ[messages.LsArgs](), typ[messages.LsResult]()},
+	{messages.OpStat, typ[messages.PathArgs](), typ[messages.Entry]()},
+	{messages.OpMkdir, typ[messages.MkdirArgs](), typ[messages.PathResult]()},
+	{messages.OpRm, typ[messages.RmArgs](), typ[messages.PathResult]()},
+	{messages.OpMv, typ[messages.MoveArgs](), typ[messages.PathResult]()},
+	{messages.OpCp, typ[messages.MoveArgs](), typ[messages.PathResult]()},
+	{messages.OpReadTree, typ[messages.ReadTreeArgs](), typ[messages.ReadTreeResult]()},
+
+	{messages.OpCheckpointSave, typ[messages.CheckpointArgs](), typ[messages.CheckpointResult]()},
+	{messages.OpCheckpointList, nil, typ[messages.CheckpointListResult]()},
+	{messages.OpCheckpointRestore, typ[messages.CheckpointArgs](), typ[messages.RestoreResult]()},
+	{messages.OpCheckpointDelete, typ[messages.CheckpointArgs](), typ[messages.DeletedResult]()},
+	{messages.OpCheckpointDiff, typ[messages.DiffArgs](), typ[messages.DiffResult]()},
+
+	{messages.OpQuotaGet, nil, typ[messages.QuotaResult]()},
+	{messages.OpQuotaSet, typ[messages.QuotaSetArgs](), typ[messages.QuotaResult]()},
+	{messages.OpAudit, typ[messages.AuditArgs](), typ[messages.AuditResult]()},
+
+	{messages.OpExec, typ[messages.ExecArgs](), typ[messages.Envelope]()},
+	{messages.OpApprovalList, nil, typ[messages.ApprovalListResult]()},
+	{messages.OpApprovalGrant, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
+	{messages.OpApprovalDeny, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
+	{messages.OpApprovalShow, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
+	{messages.OpPolicyCheck, typ[messages.PolicyCheckArgs](), typ[messages.PolicyCheckResult]()},
+}
+
+// scope says what the vault token of an op's subject names.
+func scope(op messages.Op) string {
+	switch {
+	case op.NeedsVault():
+		return "vault"
+	case op == messages.OpVaultCreate || op == messages.OpVaultImport:
+		return "new vault"
+	default:
+		return "namespace"
+	}
+}
+
+// vaultToken is the subject's vault token as written in the docs.
+func vaultToken(op messages.Op) string {
+	if scope(op) == "namespace" {
+		return messages.NoVault
+	}
+	return "<vault>"
+}
+
+// fleetTypes are the values of the fleet's KV buckets, documented for
+// operators and other dispatcher implementations.
+var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member]()}
+
+// names renames Go types whose contract name differs (spec/envelope.md).
+var names = map[string]string{"Envelope": "ExecutionEnvelope"}
+
+// noArgs is the file of ops that take no args object.
+const noArgs = "NoArgs"

@@ -1,0 +1,525 @@
+#!/usr/bin/env bash
+# Mount workloads against native: the workload set of DESIGN.md §2, run in
+# one go both in a plain directory on the host disk and through a fresh
+# `avfs mount` of a vault, plus the `avfs exec -- true` overhead of
+# DESIGN.md §7. Prints a table (median of MOUNTBENCH_REPS runs per workload
+# and side), the ratios and their geometric mean. Nothing is written into
+# the repository; everything lives in one temporary directory that is
+# removed on exit, after every mount this script made is unmounted.
+#
+#   scripts/mountbench.sh            (needs bin/avfs: make build)
+#
+# Environment:
+#   MOUNTBENCH_REPS    runs per workload and side (default 3; the median is shown)
+#   MOUNTBENCH_BUDGET  seconds after which no new run starts (default 300)
+#   STEP_TIMEOUT       seconds before one timed step is killed (default 120)
+#   BENCH_TMP          where the temporary trees and the vault store go
+#                      (default $TMPDIR or /tmp; native and mount share it)
+#
+# Needs root (avfs mounts with DirectMountStrict) and /dev/fuse; without
+# them it prints why and exits 0, so `make bench` still completes. Drops
+# the page cache between cold runs when /proc/sys/vm/drop_caches is
+# writable and says so when it is not.
+set -euo pipefail
+shopt -s inherit_errexit
+export LC_ALL=C
+
+cd "$(dirname "$0")/.."
+root=$PWD
+avfs=$root/bin/avfs
+reps=${MOUNTBENCH_REPS:-3}
+budget=${MOUNTBENCH_BUDGET:-300}
+step_timeout=${STEP_TIMEOUT:-120}
+nfiles=2000
+script_t0=${EPOCHREALTIME/./}
+
+echo "# avfs mount workloads against native (DESIGN.md §2, §7)"
+if [ ! -x "$avfs" ]; then
+	echo "$avfs is missing: run 'make build'" >&2
+	exit 1
+fi
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
+	echo "skipped: needs root and /dev/fuse (avfs mount uses DirectMountStrict)"
+	exit 0
+fi
+for tool in git go cp find xargs stat timeout mountpoint awk; do
+	command -v "$tool" >/dev/null || { echo "mountbench: $tool not found" >&2; exit 1; }
+done
+have_cargo=1
+command -v cargo >/dev/null || have_cargo=0
+
+tmp=${BENCH_TMP:-${TMPDIR:-/tmp}}
+work=$(mktemp -d "$tmp/avfs-mountbench.XXXXXX")
+home=$work/home
+mnt=$work/mnt
+mount_pid=
+mkdir -p "$mnt" "$work/native"
+
+# ---- mounts ---------------------------------------------------------------
+
+# mount_vault NAME: serve vault NAME at $mnt; returns once it is mounted.
+mount_vault() {
+	: >"$work/mount.out"
+	"$avfs" --home "$home" mount "$mnt" --vault "$1" --json >"$work/mount.out" 2>"$work/mount.err" &
+	mount_pid=$!
+	local i
+	for i in $(seq 400); do
+		if [ -s "$work/mount.out" ] && mountpoint -q "$mnt"; then
+			return 0
+		fi
+		if ! kill -0 "$mount_pid" 2>/dev/null; then
+			echo "mountbench: avfs mount exited early" >&2
+			cat "$work/mount.err" >&2
+			mount_pid=
+			exit 1
+		fi
+		sleep 0.05
+	done
+	echo "mountbench: $mnt not mounted after 20 s" >&2
+	exit 1
+}
+
+# unmount_vault: unmount $mnt and wait for the serving process to exit
+# (it commits what it buffered on the way out).
+unmount_vault() {
+	[ -n "$mount_pid" ] || return 0
+	if mountpoint -q "$mnt"; then
+		"$avfs" --home "$home" unmount "$mnt" >/dev/null 2>"$work/umount.err" ||
+			umount -l "$mnt" 2>/dev/null || true
+	fi
+	local i
+	for i in $(seq 1200); do
+		kill -0 "$mount_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$mount_pid" 2>/dev/null; then
+		echo "mountbench: avfs mount (pid $mount_pid) still running 60 s after unmount; sending SIGTERM" >&2
+		kill -TERM "$mount_pid" 2>/dev/null || true
+	fi
+	wait "$mount_pid" 2>/dev/null || true
+	mount_pid=
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	if [ -n "$mount_pid" ]; then
+		unmount_vault
+	fi
+	if mountpoint -q "$mnt" 2>/dev/null; then
+		umount -l "$mnt" 2>/dev/null
+	fi
+	if mountpoint -q "$mnt" 2>/dev/null; then
+		echo "mountbench: $mnt is still mounted; leaving $work in place" >&2
+	else
+		rm -rf "$work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- timing ---------------------------------------------------------------
+
+# timed DIR SCRIPT: sync, then run SCRIPT with bash -c in DIR (bounded by
+# STEP_TIMEOUT); sets T to the wall time in µs. Output goes to $work/out
+# and $work/err, shown if the step fails.
+T=0
+timed() {
+	local dir=$1 script=$2 t0 t1 rc=0
+	sync
+	t0=${EPOCHREALTIME/./}
+	(cd "$dir" && exec timeout -k 5 "$step_timeout" bash -c "$script") >"$work/out" 2>"$work/err" || rc=$?
+	t1=${EPOCHREALTIME/./}
+	if [ "$rc" != 0 ]; then
+		echo "mountbench: step failed (exit $rc) in $dir: $script" >&2
+		tail -n 30 "$work/err" >&2
+		exit 1
+	fi
+	T=$(( t1 - t0 ))
+}
+
+declare -A res=()
+record() { res[$1/$2]+="$3 "; } # record SIDE WORKLOAD µs
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print ""}'; }
+
+can_drop=0
+if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
+	can_drop=1
+fi
+drop_caches() {
+	sync
+	if [ "$can_drop" = 1 ]; then
+		echo 3 >/proc/sys/vm/drop_caches
+	fi
+}
+
+# ---- fixtures -------------------------------------------------------------
+
+# gen_tree DIR: 2,000 source-like text files (0.5–4 KB, 16 extensions) in
+# 100 directories DIR/srcA/modB, 20 files each. Deterministic.
+gen_tree() {
+	local a b
+	for a in 0 1 2 3 4 5 6 7 8 9; do
+		for b in 0 1 2 3 4 5 6 7 8 9; do
+			mkdir -p "$1/src$a/mod$b"
+		done
+	done
+	awk -v root="$1" -v n="$nfiles" 'BEGIN {
+		split("go rs c h py js ts md txt toml json yaml sh cc hpp java", ext, " ")
+		for (i = 0; i < n; i++) {
+			d = int(i / 20)
+			f = sprintf("%s/src%d/mod%d/file%02d.%s", root, int(d / 10), d % 10, i % 20, ext[i % 16 + 1])
+			lines = 8 + (i * 37) % 56
+			printf "// file %d of the avfs mount benchmark tree\n", i > f
+			for (l = 0; l < lines; l++)
+				printf "func f%d_%d(x int) int { return x*%d + %d } // %d\n", i, l, (i * 31 + l) % 97, (l * 17 + i) % 1000, l > f
+			close(f)
+		}
+	}'
+}
+
+# gen_gomod DIR: a module with 4 packages (a chain p0 <- p1 <- p2 <- p3),
+# 3 files of 40 functions each, and cmd/app using all of them. Standard
+# library only.
+gen_gomod() {
+	local d=$1 p f k
+	mkdir -p "$d/cmd/app"
+	printf 'module example.com/mountbench\n\ngo 1.22\n' >"$d/go.mod"
+	for p in 0 1 2 3; do
+		mkdir -p "$d/pkg/p$p"
+		for f in 0 1 2; do
+			{
+				printf 'package p%d\n\nimport (\n\t"fmt"\n\t"sort"\n\t"strconv"\n\t"strings"\n)\n' "$p"
+				printf '\ntype T%d struct {\n\tName string\n\tVals map[string]int\n}\n' "$f"
+				printf '\nfunc (t *T%d) Keys() []string {\n\tks := make([]string, 0, len(t.Vals))\n\tfor k := range t.Vals {\n\t\tks = append(ks, k)\n\t}\n\tsort.Strings(ks)\n\treturn ks\n}\n' "$f"
+				for k in $(seq 0 39); do
+					printf '\n// F%d_%d formats a sorted, scaled copy of xs.\nfunc F%d_%d(xs []int) string {\n\tys := append([]int(nil), xs...)\n\tsort.Ints(ys)\n\tvar b strings.Builder\n\tfor i, y := range ys {\n\t\tif i > 0 {\n\t\t\tb.WriteByte(%s)\n\t\t}\n\t\tb.WriteString(strconv.Itoa(y*%d + %d))\n\t}\n\treturn fmt.Sprintf("p%d.%d.%d:%%s", b.String())\n}\n' \
+						"$f" "$k" "$f" "$k" "','" "$(( k + 1 ))" "$p" "$p" "$f" "$k"
+				done
+			} >"$d/pkg/p$p/f$f.go"
+		done
+		{
+			printf 'package p%d\n' "$p"
+			[ "$p" = 0 ] || printf '\nimport "example.com/mountbench/pkg/p%d"\n' $(( p - 1 ))
+			printf '\n// All calls every function of the package.\nfunc All(xs []int) []string {\n\tvar out []string\n'
+			[ "$p" = 0 ] || printf '\tout = append(out, p%d.All(xs)...)\n' $(( p - 1 ))
+			for f in 0 1 2; do
+				for k in $(seq 0 39); do
+					printf '\tout = append(out, F%d_%d(xs))\n' "$f" "$k"
+				done
+			done
+			printf '\treturn out\n}\n'
+		} >"$d/pkg/p$p/all.go"
+	done
+	cat >"$d/cmd/app/main.go" <<'EOF'
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"example.com/mountbench/pkg/p3"
+)
+
+func main() {
+	out := p3.All([]int{3, 1, 2})
+	b, err := json.Marshal(map[string]any{"n": len(out), "first": out[0]})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(string(b))
+}
+EOF
+}
+
+# gen_crate DIR: a crate without dependencies: 4 modules of 30 functions
+# and 10 unit tests each, plus an integration test.
+gen_crate() {
+	local d=$1 m k
+	mkdir -p "$d/src" "$d/tests"
+	printf '[package]\nname = "mountbench"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n' >"$d/Cargo.toml"
+	{
+		for m in 0 1 2 3; do printf 'pub mod m%d;\n' "$m"; done
+		printf '\npub fn all(xs: &[u64]) -> u64 {\n\tm0::sum(xs) ^ m1::sum(xs) ^ m2::sum(xs) ^ m3::sum(xs)\n}\n'
+	} >"$d/src/lib.rs"
+	for m in 0 1 2 3; do
+		{
+			printf 'use std::collections::HashMap;\n\n'
+			printf '#[derive(Debug, Clone, Default)]\npub struct Acc {\n\tpub seen: HashMap<String, u64>,\n}\n\n'
+			printf 'impl Acc {\n\tpub fn add(&mut self, k: &str, v: u64) -> u64 {\n\t\tlet e = self.seen.entry(k.to_string()).or_insert(0);\n\t\t*e = e.wrapping_add(v);\n\t\t*e\n\t}\n}\n'
+			for k in $(seq 0 29); do
+				printf '\npub fn f%d(xs: &[u64]) -> u64 {\n\tlet mut acc = Acc::default();\n\txs.iter().map(|x| acc.add(&format!("k{}", x %% %d), x.wrapping_mul(%d) ^ %d)).fold(0u64, |a, b| a.wrapping_add(b))\n}\n' \
+					"$k" "$(( k + 2 ))" "$(( k * 7 + 3 ))" "$m"
+			done
+			printf '\npub fn sum(xs: &[u64]) -> u64 {\n\t0'
+			for k in $(seq 0 29); do printf ' ^ f%d(xs)' "$k"; done
+			printf '\n}\n\n#[cfg(test)]\nmod tests {\n\tuse super::*;\n'
+			for k in $(seq 0 9); do
+				printf '\n\t#[test]\n\tfn t%d() {\n\t\tassert_eq!(f%d(&[]), 0);\n\t\tassert_eq!(f%d(&[1, 2, 3]), f%d(&[1, 2, 3]));\n\t}\n' "$k" "$k" "$k" "$k"
+			done
+			printf '}\n'
+		} >"$d/src/m$m.rs"
+	done
+	printf 'use mountbench::all;\n\n#[test]\nfn all_is_stable() {\n\tassert_eq!(all(&[1, 2, 3]), all(&[1, 2, 3]));\n\tassert_eq!(all(&[]), 0);\n}\n' >"$d/tests/it.rs"
+}
+
+# ---- environment ----------------------------------------------------------
+
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local GOPROXY=off GOWORK=off GOTELEMETRY=off
+export GOCACHE=$work/gocache
+export CARGO_TERM_COLOR=never CARGO_TERM_PROGRESS_WHEN=never
+unset CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
+gitc='git -c user.email=a@b -c user.name=b -c gc.auto=0'
+
+src=$work/src
+gen_tree "$src"
+(cd "$src" && find . -type f | sort) >"$work/files.lst"
+[ "$(wc -l <"$work/files.lst")" = "$nfiles" ] || { echo "mountbench: tree has $(wc -l <"$work/files.lst") files" >&2; exit 1; }
+tree_bytes=$(du -sb "$src" | cut -f1)
+gen_gomod "$work/gomod"
+[ "$have_cargo" = 0 ] || gen_crate "$work/crate"
+
+# Warm the shared GOCACHE once (standard library and the toolchain), and
+# run the crate's tests once, both outside either side.
+mkdir -p "$work/warm"
+cp -r "$work/gomod" "$work/warm/gomod"
+(cd "$work/warm/gomod" && go build -buildvcs=false -o app ./cmd/app && ./app >/dev/null)
+if [ "$have_cargo" = 1 ]; then
+	cp -r "$work/crate" "$work/warm/crate"
+	(cd "$work/warm/crate" && cargo test --offline -q >/dev/null 2>&1)
+fi
+
+# warm_tools: read the toolchains back into the page cache after a
+# drop_caches, so the next timed build does not pay for loading them.
+warm_tools() {
+	local dirs=("$(go env GOROOT)/bin" "$(go env GOTOOLDIR)" "$GOCACHE")
+	if [ "$have_cargo" = 1 ]; then
+		local sys
+		sys=$(rustc --print sysroot)
+		dirs+=("$sys/lib" "$sys/bin" "$(dirname "$(command -v cargo)")")
+	fi
+	find "${dirs[@]}" -type f -print0 2>/dev/null | xargs -0 cat >/dev/null 2>&1 || true
+	git --version >/dev/null
+	cat "$avfs" >/dev/null
+}
+
+"$avfs" --home "$home" vault create execv --json >/dev/null
+
+echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+echo "cpu:     $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+echo "kernel:  $(uname -sr)"
+echo "tools:   $(go version | cut -d' ' -f3), $(git --version), $([ "$have_cargo" = 1 ] && cargo --version | cut -d' ' -f1-2 || echo 'no cargo')"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at start"
+echo "work:    $work (native trees and the vault store share this file system):"
+df -T "$work" | sed 's/^/         /'
+echo "tree:    $nfiles files, $tree_bytes bytes, in 100 directories (plus 11 parents)"
+if [ "$can_drop" = 1 ]; then
+	echo "cold:    page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each cold read, both sides;"
+	echo "         the mount side is also unmounted and mounted again by a new avfs process"
+else
+	echo "cold:    /proc/sys/vm/drop_caches is NOT writable: the native cold read is warm (page cache kept);"
+	echo "         the mount side is unmounted and mounted again, so only its SQLite file stays cached"
+fi
+echo "go:      GOCACHE=$GOCACHE shared by both sides, warmed once by building the module elsewhere;"
+echo "         each timed build is a fresh copy at a new path, so the module's 5 packages compile and link"
+echo "         every time (the directory is part of Go's action ID without -trimpath); std comes from the cache"
+echo "cargo:   cargo test --offline in a fresh copy after cargo clean; target/ inside the crate (on the mount"
+echo "         for the mount side), so build, incremental files and test binaries go through each side's disk"
+
+# ---- workloads ------------------------------------------------------------
+
+# One function per warm workload, each run for both sides back to back
+# (see both), so that both see the same load from the rest of the machine.
+step_cp() { # step_cp SIDE DIR
+	local n
+	mkdir -p "$2"
+	timed "$work" "cp -r '$src' '$2/tree'"
+	record "$1" cp "$T"
+	n=$(find "$2/tree" -type f | wc -l)
+	[ "$n" = "$nfiles" ] || { echo "mountbench: $1: $n files after cp -r, want $nfiles" >&2; exit 1; }
+}
+step_git() {
+	timed "$2/tree" "git init -q && $gitc add -A && $gitc commit -q -m tree"
+	record "$1" git "$T"
+}
+step_status() {
+	# Warm up after the clock has moved past the commit, so that no index
+	# entry is racily clean (mtime = index mtime) and re-hashed each time.
+	sleep 1.1
+	(cd "$2/tree" && git status >/dev/null)
+	timed "$2/tree" "for i in 1 2 3 4 5; do git status >/dev/null; done"
+	record "$1" status "$T"
+	[ -z "$(cd "$2/tree" && git status --porcelain)" ] || { echo "mountbench: $1: git status not clean" >&2; exit 1; }
+}
+step_find() {
+	timed "$2/tree" "for i in 1 2 3; do find . -type f -print0 | xargs -0 stat -c '%s %Y %i' >/dev/null; done"
+	record "$1" find "$T"
+}
+step_go() {
+	cp -r "$work/gomod" "$2/gomod"
+	timed "$2/gomod" "go build -buildvcs=false -o app ./cmd/app"
+	record "$1" go "$T"
+	(cd "$2/gomod" && ./app | grep -q '"n":480') || { echo "mountbench: $1: go build produced a wrong app" >&2; exit 1; }
+}
+step_cargo() {
+	cp -r "$work/crate" "$2/crate"
+	(cd "$2/crate" && cargo clean -q 2>/dev/null)
+	timed "$2/crate" "cargo test --offline -q"
+	record "$1" cargo "$T"
+}
+
+cold_read() { # cold_read SIDE DIR
+	timed "$2/tree" "xargs -d '\n' cat <'$work/files.lst' >/dev/null"
+	record "$1" cold "$T"
+}
+
+rm_tree() { # rm_tree SIDE DIR
+	timed "$2" "rm -rf tree"
+	record "$1" rm "$T"
+	[ ! -e "$2/tree" ] || { echo "mountbench: $1: tree still there after rm -rf" >&2; exit 1; }
+}
+
+runs=0
+for r in $(seq "$reps"); do
+	elapsed=$(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))
+	if [ "$r" -gt 1 ] && [ "$elapsed" -ge "$budget" ]; then
+		echo "note:    stopping after $runs runs: ${elapsed}s used of MOUNTBENCH_BUDGET=${budget}s"
+		break
+	fi
+	[ "$r" = 1 ] || warm_tools
+	"$avfs" --home "$home" vault create "mb$r" --json >/dev/null
+	mount_vault "mb$r"
+	nd=$work/native/r$r
+	md=$mnt/r$r
+	if (( r % 2 )); then order=(native mount); else order=(mount native); fi
+	steps=(step_cp step_git step_status step_find step_go)
+	[ "$have_cargo" = 0 ] || steps+=(step_cargo)
+	for step in "${steps[@]}"; do
+		for side in "${order[@]}"; do
+			if [ "$side" = native ]; then "$step" native "$nd"; else "$step" mount "$md"; fi
+		done
+	done
+	for side in "${order[@]}"; do
+		if [ "$side" = native ]; then
+			drop_caches
+			cold_read native "$nd"
+		else
+			unmount_vault
+			drop_caches
+			mount_vault "mb$r"
+			cold_read mount "$md"
+		fi
+	done
+	for side in "${order[@]}"; do
+		if [ "$side" = native ]; then rm_tree native "$nd"; else rm_tree mount "$md"; fi
+	done
+	unmount_vault
+	rm -rf "$nd"
+	runs=$r
+	echo "run $r:   done at $(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))s, load $(cut -d' ' -f1 /proc/loadavg)"
+done
+
+# ---- exec overhead (DESIGN.md §7) ----------------------------------------
+
+# Every `avfs exec` here is its own process: it opens the store, mounts
+# vault execv, runs the command, computes the change summary, unmounts.
+# There is no already-mounted vault to exec in from the CLI.
+warm_tools
+"$avfs" --home "$home" exec --vault execv --checkpoint never --json -- true >/dev/null
+true_t=() ver_t=() exec_t=() dur_ms=() pre_t=()
+for i in 1 2 3 4 5 6 7; do
+	t0=${EPOCHREALTIME/./}
+	/bin/true
+	t1=${EPOCHREALTIME/./}
+	true_t+=($(( t1 - t0 )))
+
+	t0=${EPOCHREALTIME/./}
+	"$avfs" --home "$home" version --json >/dev/null
+	t1=${EPOCHREALTIME/./}
+	ver_t+=($(( t1 - t0 )))
+
+	t0=${EPOCHREALTIME/./}
+	timeout -k 5 60 "$avfs" --home "$home" exec --vault execv --checkpoint never --json -- true >"$work/env.json"
+	t1=${EPOCHREALTIME/./}
+	exec_t+=($(( t1 - t0 )))
+	grep -q '"status":"completed"' "$work/env.json" || { echo "mountbench: exec true did not complete:" >&2; cat "$work/env.json" >&2; exit 1; }
+	dur_ms+=("$(sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p' "$work/env.json")")
+	started=$(sed -n 's/.*"started_at":"\([^"]*\)".*/\1/p' "$work/env.json")
+	pre_t+=($(( $(date -d "$started" +%s%6N) - t0 )))
+done
+
+# ---- report ---------------------------------------------------------------
+
+sec() { awk -v u="$1" 'BEGIN { printf "%.3f", u / 1e6 }'; }
+ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1e3 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+names=(cp git status go cargo find cold rm)
+declare -A label=(
+	[cp]="cp -r in ($nfiles files; not in the set)"
+	[git]="git init + add -A + commit"
+	[status]="git status, warm, 5x"
+	[go]="go build (module compiles, std cached)"
+	[cargo]="cargo test --offline after cargo clean"
+	[find]="find -type f | xargs stat, 3x"
+	[cold]="cold read of $nfiles files (cat)"
+	[rm]="rm -rf of the tree (with .git)"
+)
+[ "$can_drop" = 1 ] || label[cold]="read of $nfiles files (cat; native side warm: no drop_caches)"
+
+echo
+echo "medians of $runs runs per workload and side (seconds, wall)"
+echo
+fmt='| %-44s | %9s | %9s | %14s |\n'
+printf "$fmt" "workload" "native s" "mount s" "mount ÷ native"
+printf "$fmt" "---" "---:" "---:" "---:"
+ratios=() all_ratios=() over=()
+for w in "${names[@]}"; do
+	[ -n "${res[native/$w]:-}" ] || { printf "$fmt" "${label[$w]}" "n/a" "n/a" "skipped"; continue; }
+	# shellcheck disable=SC2086
+	nm=$(median ${res[native/$w]})
+	# shellcheck disable=SC2086
+	mm=$(median ${res[mount/$w]})
+	q=$(ratio "$mm" "$nm")
+	printf "$fmt" "${label[$w]}" "$(sec "$nm")" "$(sec "$mm")" "$q"
+	all_ratios+=("$q")
+	if [ "$w" != cp ]; then
+		ratios+=("$q")
+		if awk -v q="$q" 'BEGIN { exit !(q > 2.5) }'; then over+=("$w ${q}×"); fi
+	fi
+done
+geo() { printf '%s\n' "$@" | awk '{ s += log($1); n++ } END { printf "%.2f", exp(s / n) }'; }
+gm=$(geo "${ratios[@]}")
+printf "$fmt" "**geometric mean, ${#ratios[@]} workloads**" "" "" "**$gm**"
+printf "$fmt" "geometric mean incl. cp -r in" "" "" "$(geo "${all_ratios[@]}")"
+echo
+verdict=pass
+if awk -v g="$gm" 'BEGIN { exit !(g > 1.5) }'; then verdict=miss; fi
+echo "target (DESIGN.md §2): geometric mean ≤ 1.5× → $verdict ($gm×); no workload over 2.5× → $([ ${#over[@]} = 0 ] && echo pass || (IFS=,; echo "miss: ${over[*]}" | sed 's/,/, /g'))"
+
+echo
+echo "exec of \`true\` (DESIGN.md §7), medians of 7; each avfs call is a new process that mounts vault execv:"
+fmt2='| %-62s | %9s |\n'
+printf "$fmt2" "measure" "ms"
+printf "$fmt2" "---" "---:"
+printf "$fmt2" "/bin/true from bash (wall)" "$(ms "$(median "${true_t[@]}")")"
+printf "$fmt2" "avfs version (wall: CLI start alone)" "$(ms "$(median "${ver_t[@]}")")"
+printf "$fmt2" "avfs exec --checkpoint never -- true (wall)" "$(ms "$(median "${exec_t[@]}")")"
+printf "$fmt2" "  of which: launch to command start (started_at)" "$(ms "$(median "${pre_t[@]}")")"
+printf "$fmt2" "  envelope duration_ms (run of true in the mount; whole ms)" "$(median "${dur_ms[@]}")"
+printf "$fmt2" "exec wall minus /bin/true wall" "$(ms $(( $(median "${exec_t[@]}") - $(median "${true_t[@]}") )))"
+
+echo
+echo "raw (µs, in run order):"
+for w in "${names[@]}"; do
+	[ -n "${res[native/$w]:-}" ] || continue
+	echo "  $w: native ${res[native/$w]}| mount ${res[mount/$w]}"
+done
+echo "  exec: true ${true_t[*]} | version ${ver_t[*]} | exec wall ${exec_t[*]} | to start ${pre_t[*]} | duration_ms ${dur_ms[*]}"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) at end; total $(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))s"
