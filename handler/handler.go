@@ -154,6 +154,15 @@ func (h *Handler) handle(ctx context.Context, req messages.Request) (any, error)
 	return fn(ctx, req)
 }
 
+// info converts a vault's Info; the handler serving the vault is its
+// owner, so an empty owner is reported as this worker.
+func (h *Handler) info(in vault.Info) messages.VaultInfo {
+	if in.Worker == "" {
+		in.Worker = h.worker
+	}
+	return vaultInfo(in)
+}
+
 func meta(req messages.Request) vault.Meta {
 	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID}
 }
@@ -177,7 +186,7 @@ func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messa
 	if err != nil {
 		return nil, err
 	}
-	return messages.VaultResult{Vault: vaultInfo(in)}, nil
+	return messages.VaultResult{Vault: h.info(in)}, nil
 }
 
 func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
@@ -187,7 +196,7 @@ func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{
 	}
 	out := messages.VaultListResult{Vaults: make([]messages.VaultInfo, len(ins))}
 	for i, in := range ins {
-		out.Vaults[i] = vaultInfo(in)
+		out.Vaults[i] = h.info(in)
 	}
 	return out, nil
 }
@@ -197,7 +206,7 @@ func (h *Handler) vaultInfo(ctx context.Context, req messages.Request, _ struct{
 	if err != nil {
 		return nil, err
 	}
-	return messages.VaultResult{Vault: vaultInfo(in)}, nil
+	return messages.VaultResult{Vault: h.info(in)}, nil
 }
 
 func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a messages.VaultForkArgs) (any, error) {
@@ -212,7 +221,7 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	if err != nil {
 		return nil, err
 	}
-	return messages.ForkResult{Vault: vaultInfo(in), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
+	return messages.ForkResult{Vault: h.info(in), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
 }
 
 func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
@@ -230,7 +239,7 @@ func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messa
 	if err != nil {
 		return nil, err
 	}
-	return messages.TransferResult{Vault: vaultInfo(res.Info), File: res.File, Bytes: res.Bytes}, nil
+	return messages.TransferResult{Vault: h.info(res.Info), File: res.File, Bytes: res.Bytes}, nil
 }
 
 func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
@@ -241,7 +250,7 @@ func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messa
 	if err != nil {
 		return nil, err
 	}
-	return messages.TransferResult{Vault: vaultInfo(res.Info), File: res.File, Bytes: res.Bytes}, nil
+	return messages.TransferResult{Vault: h.info(res.Info), File: res.File, Bytes: res.Bytes}, nil
 }
 
 // ParseMode parses an octal permission string such as "0644" or "755".

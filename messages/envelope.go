@@ -62,8 +62,6 @@ type ExecArgs struct {
 	Checkpoint string            `json:"checkpoint,omitempty"` // auto | always | never
 	Env        map[string]string `json:"env,omitempty"`
 	Stdin      []byte            `json:"stdin,omitempty"`
-	// ApprovalID runs a request an operator granted.
-	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // Approval is a request waiting for, or decided by, an operator.

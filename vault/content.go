@@ -140,7 +140,7 @@ func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
 	}
 	if n.lazy {
 		// The list stays in the database: splice the new hashes in.
-		n.splice = &splice{keep: first * hashLen, ins: ins, tailFrom: last * hashLen, tailTo: newN * hashLen}
+		n.splice = &splice{keep: first * hashLen, ins: ins, tailFrom: (last + 1) * hashLen, tailTo: newN * hashLen}
 	} else {
 		list := make([]byte, newN*hashLen)
 		copy(list, n.chunks)

@@ -36,3 +36,17 @@ func (s *Store) StoreResult(ctx context.Context, ns, vaultName, id, op string, r
 	}
 	return nil
 }
+
+// ReplaceResult records result for request id, replacing an earlier one:
+// a request held for approval is answered first with approval_required
+// and, once granted, with the run's envelope.
+func (s *Store) ReplaceResult(ctx context.Context, ns, vaultName, id, op string, result []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO requests(request_id, namespace, vault, op, result, created_at) VALUES(?,?,?,?,?,?)
+		ON CONFLICT(request_id) DO UPDATE SET result=excluded.result`, id, ns, vaultName, op, result, s.now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("store result of %s: %w", id, mapSQLErr(err))
+	}
+	return nil
+}

@@ -139,7 +139,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		s := a.Shell
 		env.Shell = &s
 	}
-	if req.RequestID != "" {
+	// A granted run replaces the approval_required answer stored under
+	// the same id, so only the first, unapproved run looks it up.
+	if req.RequestID != "" && !approved {
 		if prev, ok, err := r.stored(ctx, req.RequestID); err != nil || ok {
 			return prev, err
 		}
@@ -207,6 +209,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			env.Status, env.ApprovalID = messages.StatusApprovalRequired, &id
 			details["approval_id"] = id
 			v.Record(ctx, "exec.approval_required", env.Cwd, details, m)
+			// A retry of this request id answers with the same approval
+			// instead of holding the command twice.
+			if req.RequestID != "" {
+				b, _ := json.Marshal(env)
+				if err := r.store.StoreResult(ctx, req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil {
+					return env, err
+				}
+			}
 			return env, nil
 		}
 	}
@@ -271,7 +281,11 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
 	if req.RequestID != "" && env.Status != messages.StatusCanceled {
 		b, _ := json.Marshal(env)
-		if err := r.store.StoreResult(context.WithoutCancel(ctx), req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil && !errors.Is(err, vault.ErrConflict) {
+		store := r.store.StoreResult
+		if approved {
+			store = r.store.ReplaceResult // over the approval_required answer
+		}
+		if err := store(context.WithoutCancel(ctx), req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil && !errors.Is(err, vault.ErrConflict) {
 			return env, err
 		}
 	}

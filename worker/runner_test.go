@@ -335,3 +335,38 @@ func containsPrefix(l []string, p string) bool {
 	}
 	return false
 }
+
+func TestApprovalRetryAndFinalEnvelope(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "r", messages.VaultCreateArgs{}, nil)
+	req := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "r", RequestID: "held-1", Actor: "agent"}
+	req.Args, _ = json.Marshal(messages.ExecArgs{Shell: "git push; echo ran >> ran.txt"})
+	send := func() messages.Envelope {
+		t.Helper()
+		rep := f.h.Handle(context.Background(), req)
+		if rep.Error != nil {
+			t.Fatal(rep.Error)
+		}
+		var env messages.Envelope
+		json.Unmarshal(rep.Result, &env)
+		return env
+	}
+	first, again := send(), send()
+	if first.Status != messages.StatusApprovalRequired || again.ApprovalID == nil || *again.ApprovalID != *first.ApprovalID {
+		t.Fatalf("a retry held the command again: %v then %v", first.ApprovalID, again.ApprovalID)
+	}
+	var list messages.ApprovalListResult
+	f.do(messages.OpApprovalList, "", nil, &list)
+	if len(list.Approvals) != 1 {
+		t.Fatalf("%d approvals for one request", len(list.Approvals))
+	}
+	f.do(messages.OpApprovalGrant, "", messages.ApprovalArgs{ID: *first.ApprovalID}, nil)
+	if final := send(); final.Status != messages.StatusCompleted {
+		t.Fatalf("after the grant the request answers %s, want the run's envelope", final.Status)
+	}
+	var cat messages.CatResult
+	f.do(messages.OpCat, "r", messages.PathArgs{Path: "/ran.txt"}, &cat)
+	if *cat.Content != "ran\n" {
+		t.Fatalf("ran %q", *cat.Content)
+	}
+}

@@ -218,6 +218,13 @@ func (s *Server) process(msg jetstream.Msg) {
 		msg.Term()
 		return
 	}
+	// Nobody waits for a request past its caller's deadline: answer it
+	// without running it (the caller retries with the same id if it wants).
+	if dl, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(messages.HeaderDeadline)); err == nil && time.Now().After(dl) {
+		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeTimeout, "the caller's deadline %s passed before the request ran", dl.Format(time.RFC3339))})
+		msg.Ack()
+		return
+	}
 	// Tell JetStream the request is alive while it runs, so a long exec
 	// is not redelivered to another attempt.
 	done := make(chan struct{})
