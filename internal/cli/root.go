@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -31,6 +32,7 @@ type app struct {
 	cfg            *config.Config
 	viper          *viper.Viper
 	client         Client
+	clientMu       sync.Mutex // attempts run sends requests from many goroutines
 	log            *slog.Logger
 }
 
@@ -154,6 +156,8 @@ func (a *app) rootCmd() *cobra.Command {
 
 // connect opens the client once per invocation.
 func (a *app) connect(ctx context.Context) (Client, error) {
+	a.clientMu.Lock()
+	defer a.clientMu.Unlock()
 	if a.client != nil {
 		return a.client, nil
 	}
