@@ -15,8 +15,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // ErrUnavailable means the fleet could not be reached or did not answer.
@@ -28,6 +32,9 @@ type Client struct {
 	js jetstream.JetStream
 	// Timeout bounds a request when its context has no deadline.
 	Timeout time.Duration
+	// Tracer records a send span per request and propagates its context
+	// in the request's headers; nil means no tracing.
+	Tracer trace.TracerProvider
 }
 
 // New wraps a connection.
@@ -61,6 +68,35 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
+	subject := messages.RequestSubject(req.Namespace, req.Vault, req.Op)
+	// The send span covers the request until its reply: the agent's view
+	// of it. Its context travels in the headers to the dispatcher.
+	ctx, span := telemetry.Provider(c.Tracer).Tracer(tracerName).Start(ctx, "send",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", subject),
+			attribute.String("avfs.op", string(req.Op)),
+			attribute.String("avfs.namespace", req.Namespace),
+			attribute.String("avfs.vault", req.Vault),
+			attribute.String("avfs.request_id", req.RequestID),
+		))
+	defer span.End()
+	rep, err := c.send(ctx, subject, req)
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	case rep.Error != nil:
+		span.SetStatus(codes.Error, string(rep.Error.Code))
+	}
+	return rep, err
+}
+
+// tracerName is the instrumentation scope of the client's spans.
+const tracerName = "github.com/avfs/avfs/client"
+
+func (c *Client) send(ctx context.Context, subject string, req messages.Request) (messages.Reply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return messages.Reply{}, err
@@ -71,8 +107,9 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 		return messages.Reply{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	defer sub.Unsubscribe()
-	msg := nats.NewMsg(messages.RequestSubject(req.Namespace, req.Vault, req.Op))
+	msg := nats.NewMsg(subject)
 	msg.Data = body
+	telemetry.Inject(ctx, msg.Header)
 	msg.Header.Set(messages.HeaderRequestID, req.RequestID)
 	msg.Header.Set(messages.HeaderReplyTo, inbox)
 	if dl, ok := ctx.Deadline(); ok {

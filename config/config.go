@@ -15,15 +15,16 @@ import (
 
 // Config is the effective configuration.
 type Config struct {
-	Home      string `mapstructure:"home"`
-	Vault     string `mapstructure:"vault"`
-	Namespace string `mapstructure:"namespace"`
-	Actor     string `mapstructure:"actor"`
-	LogLevel  string `mapstructure:"log_level"`
-	Store     Store  `mapstructure:"store"`
-	NATS      NATS   `mapstructure:"nats"`
-	Exec      Exec   `mapstructure:"exec"`
-	Policy    Policy `mapstructure:"policy"`
+	Home      string    `mapstructure:"home"`
+	Vault     string    `mapstructure:"vault"`
+	Namespace string    `mapstructure:"namespace"`
+	Actor     string    `mapstructure:"actor"`
+	LogLevel  string    `mapstructure:"log_level"`
+	Store     Store     `mapstructure:"store"`
+	NATS      NATS      `mapstructure:"nats"`
+	Exec      Exec      `mapstructure:"exec"`
+	Policy    Policy    `mapstructure:"policy"`
+	Telemetry Telemetry `mapstructure:"telemetry"`
 	Approvals struct {
 		TTL time.Duration `mapstructure:"ttl"`
 	} `mapstructure:"approvals"`
@@ -55,6 +56,18 @@ type Exec struct {
 	Grace     time.Duration `mapstructure:"grace"`
 	MaxOutput int           `mapstructure:"max_output"`
 	EnvAllow  []string      `mapstructure:"env_allow"`
+}
+
+// Telemetry configures tracing. The standard OTEL_* environment variables
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_TRACES_SAMPLER) take precedence over these settings.
+type Telemetry struct {
+	Exporter    string            `mapstructure:"exporter"` // none | otlp-http
+	Endpoint    string            `mapstructure:"endpoint"`
+	Headers     map[string]string `mapstructure:"headers"`
+	Insecure    bool              `mapstructure:"insecure"`
+	SampleRatio float64           `mapstructure:"sample_ratio"`
+	ServiceName string            `mapstructure:"service_name"`
 }
 
 // Policy configures the policy engine; empty Rules means the built-in set.
@@ -93,6 +106,12 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)
+	v.SetDefault("telemetry.exporter", "none")
+	v.SetDefault("telemetry.endpoint", "")
+	v.SetDefault("telemetry.headers", map[string]string{})
+	v.SetDefault("telemetry.insecure", false)
+	v.SetDefault("telemetry.sample_ratio", 1.0)
+	v.SetDefault("telemetry.service_name", "avfs")
 }
 
 // Load builds the configuration. flags may bind "home", "vault",
@@ -157,6 +176,10 @@ func Show(v *viper.Viper) map[string]any {
 			if k == s && fmt.Sprint(val) != "" {
 				val = "***"
 			}
+		}
+		// OTLP headers usually carry an auth token.
+		if h, ok := val.(map[string]any); (ok && k == "telemetry.headers" && len(h) > 0) || strings.HasPrefix(k, "telemetry.headers.") {
+			val = "***"
 		}
 		out[k] = val
 	}

@@ -20,8 +20,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // ErrNoWorkers means no live worker can take a request.
@@ -31,6 +35,9 @@ var ErrNoWorkers = errors.New("no live workers")
 type Options struct {
 	ID     string
 	Logger *slog.Logger
+	// Tracer records a route span per request, child of the sender's
+	// span; nil means no tracing.
+	Tracer trace.TracerProvider
 }
 
 // Dispatcher routes requests to workers.
@@ -41,6 +48,7 @@ type Dispatcher struct {
 	members jetstream.KeyValue
 	owners  jetstream.KeyValue
 	log     *slog.Logger
+	tracer  trace.Tracer
 
 	mu       sync.Mutex
 	live     []messages.Member
@@ -49,6 +57,12 @@ type Dispatcher struct {
 	// suspects are workers whose consumer exists but whose heartbeat was
 	// missing at the last rescue pass: a second miss means dead.
 	suspects map[string]bool
+
+	// owned mirrors the owners bucket through a KV watch, so routing a
+	// request to a live owner costs no KV round trip. Changes (claims,
+	// reassignments) still go through compare-and-set on the bucket.
+	ownedMu sync.RWMutex
+	owned   map[string]messages.Owner
 }
 
 // New returns a dispatcher on nc; the fleet's streams must exist.
@@ -69,11 +83,48 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 		return nil, fmt.Errorf("owners bucket: %w", err)
 	}
 	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID),
-		suspects: map[string]bool{}}, nil
+		tracer: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/dispatcher"), suspects: map[string]bool{},
+		owned: map[string]messages.Owner{}}, nil
+}
+
+// watchOwners keeps owned in step with the owners bucket until ctx ends.
+func (d *Dispatcher) watchOwners(ctx context.Context) error {
+	w, err := d.owners.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue // the initial values are all delivered
+				}
+				d.ownedMu.Lock()
+				var o messages.Owner
+				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &o) == nil {
+					d.owned[e.Key()] = o
+				} else {
+					delete(d.owned, e.Key())
+				}
+				d.ownedMu.Unlock()
+			}
+		}
+	}()
+	return nil
 }
 
 // Run routes until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if err := d.watchOwners(ctx); err != nil {
+		return fmt.Errorf("watch owners: %w", err)
+	}
 	cons, err := d.js.CreateOrUpdateConsumer(ctx, messages.StreamRequests, jetstream.ConsumerConfig{
 		Durable: "dispatch", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 10 * time.Second, MaxAckPending: 1024,
 	})
@@ -215,13 +266,21 @@ func (d *Dispatcher) fail(msg jetstream.Msg, e *messages.Error) {
 }
 
 func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
+	ctx, span := d.tracer.Start(telemetry.Extract(ctx, msg.Headers()), "route",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("avfs.dispatcher", d.id)))
+	defer span.End()
 	ns, vault, op, ok := messages.ParseRequestSubject(msg.Subject())
 	if !ok {
+		span.SetStatus(codes.Error, "bad request subject")
 		d.fail(msg, messages.Errorf(messages.CodeInvalidArgument, "bad request subject %q", msg.Subject()))
 		return
 	}
+	span.SetAttributes(attribute.String("avfs.op", string(op)), attribute.String("avfs.namespace", ns), attribute.String("avfs.vault", vault))
 	w, err := d.place(ctx, ns, vault, op, msg.Data())
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		md, _ := msg.Metadata()
 		if md != nil && md.NumDelivered >= 10 {
 			d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
@@ -237,7 +296,12 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 	for k, v := range msg.Headers() {
 		fwd.Header[k] = v
 	}
+	// The worker's process span is a child of this route span.
+	span.SetAttributes(attribute.String("avfs.worker", w))
+	telemetry.Inject(ctx, fwd.Header)
 	if _, err := d.js.PublishMsg(ctx, fwd); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 		d.log.Warn("forward", "worker", w, "err", err)
 		msg.NakWithDelay(time.Second)
 		return
@@ -325,6 +389,12 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		return d.leastLoaded(ctx, ns)
 	}
 	key := ns + "." + vault
+	d.ownedMu.RLock()
+	o, cached := d.owned[key]
+	d.ownedMu.RUnlock()
+	if cached && op != messages.OpVaultFork && d.alive(ctx, o.Worker) {
+		return o.Worker, nil
+	}
 	for try := 0; try < 5; try++ {
 		e, err := d.owners.Get(ctx, key)
 		switch {

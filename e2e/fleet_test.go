@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
@@ -31,9 +32,16 @@ type fleet struct {
 	url    string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	tp     trace.TracerProvider // given to every part of the fleet; nil = none
 }
 
-func startFleet(t testing.TB) *fleet {
+// fleetOption tunes startFleet.
+type fleetOption func(*fleet)
+
+// withTracer gives the dispatcher, the workers and the clients tp.
+func withTracer(tp trace.TracerProvider) fleetOption { return func(f *fleet) { f.tp = tp } }
+
+func startFleet(t testing.TB, opts ...fleetOption) *fleet {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("the fleet tests need /dev/fuse: %v", err)
@@ -44,12 +52,15 @@ func startFleet(t testing.TB) *fleet {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fleet{t: t, ns: ns, url: ns.ClientURL(), cancel: cancel}
+	for _, o := range opts {
+		o(f)
+	}
 	nc := f.conn()
 	js, _ := jetstream.New(nc)
 	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Tracer: f.tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,14 +93,14 @@ func (f *fleet) addWorker(id string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	h := handler.New(st, handler.Options{Worker: id})
+	h := handler.New(st, handler.Options{Worker: id, Tracer: f.tp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
 	cleanup, err := worker.Wire(cfg, h, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	srv, err := worker.NewServer(f.conn(), h, worker.ServeOptions{ID: id})
+	srv, err := worker.NewServer(f.conn(), h, worker.ServeOptions{ID: id, Tracer: f.tp})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -130,6 +141,7 @@ func (f *fleet) client() *client.Client {
 		f.t.Fatal(err)
 	}
 	c.Timeout = 60 * time.Second
+	c.Tracer = f.tp
 	return c
 }
 

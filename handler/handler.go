@@ -14,7 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -23,6 +27,7 @@ type Handler struct {
 	store  *vault.Store
 	log    *slog.Logger
 	worker string
+	tracer trace.TracerProvider
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
@@ -41,6 +46,9 @@ type Options struct {
 	// Worker is the id recorded as the owner of vaults this handler
 	// creates and reported in envelopes; "local" in-process.
 	Worker string
+	// Tracer records the spans of checkpoint saves and restores, and of
+	// the layers that plug in (Tracer()); nil means no tracing.
+	Tracer trace.TracerProvider
 }
 
 // New returns a Handler serving store.
@@ -51,7 +59,7 @@ func New(store *vault.Store, o Options) *Handler {
 	if o.Worker == "" {
 		o.Worker = "local"
 	}
-	h := &Handler{store: store, log: o.Logger, worker: o.Worker}
+	h := &Handler{store: store, log: o.Logger, worker: o.Worker, tracer: telemetry.Provider(o.Tracer)}
 	h.ops = map[messages.Op]func(context.Context, messages.Request) (any, error){
 		messages.OpVaultCreate:       bind(h.vaultCreate),
 		messages.OpVaultList:         bind(h.vaultList),
@@ -90,6 +98,10 @@ func Register[A any](h *Handler, op messages.Op, fn func(ctx context.Context, re
 
 // Store is the store the handler serves.
 func (h *Handler) Store() *vault.Store { return h.store }
+
+// Tracer is the handler's tracer provider, never nil, for the layers
+// that plug into it.
+func (h *Handler) Tracer() trace.TracerProvider { return h.tracer }
 
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
@@ -163,14 +175,16 @@ func (h *Handler) info(in vault.Info) messages.VaultInfo {
 	return vaultInfo(in)
 }
 
-func meta(req messages.Request) vault.Meta {
-	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID}
+// meta is the audit identity of a request's changes: who, which request,
+// and the trace of the span serving it.
+func meta(ctx context.Context, req messages.Request) vault.Meta {
+	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)}
 }
 
 // subMeta derives the meta of the n-th vault transaction of a request
 // made of several, so each has its own request-log key.
-func subMeta(req messages.Request, n int) vault.Meta {
-	m := meta(req)
+func subMeta(ctx context.Context, req messages.Request, n int) vault.Meta {
+	m := meta(ctx, req)
 	if m.RequestID != "" && n > 0 {
 		m.RequestID += "/" + strconv.Itoa(n)
 	}
@@ -182,7 +196,7 @@ func (h *Handler) vault(req messages.Request) *vault.Vault {
 }
 
 func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messages.VaultCreateArgs) (any, error) {
-	in, err := h.store.Create(ctx, req.Namespace, req.Vault, quota(a.Quota), meta(req))
+	in, err := h.store.Create(ctx, req.Namespace, req.Vault, quota(a.Quota), meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +227,7 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	if a.Target == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "fork needs a target vault name")
 	}
-	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(req))
+	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +239,7 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 }
 
 func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
-	if err := h.store.Delete(ctx, req.Namespace, req.Vault, meta(req)); err != nil {
+	if err := h.store.Delete(ctx, req.Namespace, req.Vault, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.DeletedResult{Deleted: req.Vault}, nil
@@ -246,7 +260,7 @@ func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messa
 	if a.File == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
 	}
-	res, err := h.store.Import(ctx, a.File, req.Namespace, req.Vault, meta(req))
+	res, err := h.store.Import(ctx, a.File, req.Namespace, req.Vault, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +284,7 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}, meta(req))
+	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +294,7 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
 	start := time.Now()
 	var out messages.BatchResult
-	err := h.vault(req).Update(ctx, meta(req), func(tx *vault.Tx) error {
+	err := h.vault(req).Update(ctx, meta(ctx, req), func(tx *vault.Tx) error {
 		out = messages.BatchResult{}
 		for _, f := range a.Files {
 			mode, err := ParseMode(f.Mode)
@@ -418,14 +432,14 @@ func (h *Handler) mkdir(ctx context.Context, req messages.Request, a messages.Mk
 	if err != nil {
 		return nil, err
 	}
-	if err := h.vault(req).Mkdir(ctx, a.Path, mode, a.Parents, meta(req)); err != nil {
+	if err := h.vault(req).Mkdir(ctx, a.Path, mode, a.Parents, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.PathResult{Path: a.Path}, nil
 }
 
 func (h *Handler) rm(ctx context.Context, req messages.Request, a messages.RmArgs) (any, error) {
-	err := h.vault(req).Remove(ctx, a.Path, vault.RemoveOptions{Recursive: a.Recursive}, meta(req))
+	err := h.vault(req).Remove(ctx, a.Path, vault.RemoveOptions{Recursive: a.Recursive}, meta(ctx, req))
 	if a.Force && isNotFound(err) {
 		return messages.PathResult{Path: a.Path, Removed: false}, nil
 	}
@@ -440,14 +454,14 @@ func isNotFound(err error) bool {
 }
 
 func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
-	if err := h.vault(req).Rename(ctx, a.Src, a.Dst, vault.RenameOptions{}, meta(req)); err != nil {
+	if err := h.vault(req).Rename(ctx, a.Src, a.Dst, vault.RenameOptions{}, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
 }
 
 func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
-	if err := h.vault(req).Copy(ctx, a.Src, a.Dst, a.Recursive, meta(req)); err != nil {
+	if err := h.vault(req).Copy(ctx, a.Src, a.Dst, a.Recursive, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
@@ -513,9 +527,16 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 	return out, nil
 }
 
+const tracerName = "github.com/avfs/avfs/handler"
+
 func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
-	c, err := h.vault(req).SaveCheckpoint(ctx, a.Name, a.Message, false, meta(req))
+	ctx, span := h.tracer.Tracer(tracerName).Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", false)))
+	defer span.End()
+	m := meta(ctx, req)
+	m.Trace = telemetry.Serialize(ctx) // a restore links back to this span
+	c, err := h.vault(req).SaveCheckpoint(ctx, a.Name, a.Message, false, m)
 	if err != nil {
+		telemetry.Fail(span, err)
 		return nil, err
 	}
 	return messages.CheckpointResult{Checkpoint: checkpoint(c)}, nil
@@ -534,15 +555,23 @@ func (h *Handler) checkpointList(ctx context.Context, req messages.Request, _ st
 }
 
 func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
-	r, err := h.vault(req).RestoreCheckpoint(ctx, a.Name, meta(req))
+	ctx, span := h.tracer.Tracer(tracerName).Start(ctx, "checkpoint.restore")
+	defer span.End()
+	r, err := h.vault(req).RestoreCheckpoint(ctx, a.Name, meta(ctx, req))
 	if err != nil {
+		telemetry.Fail(span, err)
 		return nil, err
+	}
+	// The checkpoint is known only once restored: link to the span that
+	// saved it, which may belong to a long finished trace.
+	if sc := telemetry.Parse(r.Checkpoint.Trace); sc.IsValid() {
+		span.AddLink(trace.Link{SpanContext: sc})
 	}
 	return messages.RestoreResult{Checkpoint: checkpoint(r.Checkpoint), Changes: Changes(r.Changes)}, nil
 }
 
 func (h *Handler) checkpointDelete(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
-	if err := h.vault(req).DeleteCheckpoint(ctx, a.Name, meta(req)); err != nil {
+	if err := h.vault(req).DeleteCheckpoint(ctx, a.Name, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.DeletedResult{Deleted: a.Name}, nil
@@ -591,7 +620,7 @@ func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages
 	default:
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "quota key %q: want max_size_mb, max_files or max_file_size_mb", a.Key)
 	}
-	if _, err := v.SetQuota(ctx, q, meta(req)); err != nil {
+	if _, err := v.SetQuota(ctx, q, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return h.quotaGet(ctx, req, struct{}{})

@@ -2,64 +2,80 @@ package vault
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
+	"strings"
 )
 
 // Vault.ReadFile and Vault.Stat answer the common case in one SQL
 // statement, without BEGIN and ROLLBACK: the statement finds the vault's
-// root, walks the path and, for a file of at most one chunk, fetches its
-// content. One statement reads one consistent snapshot, as a transaction
-// would. Anything else (a missing vault, a larger file, a missing chunk)
+// root, walks the path (as a join per component, see walk.go) and, for a
+// file of at most one chunk, fetches its content. One statement reads one
+// consistent snapshot, as a transaction would. Anything else (a missing
+// vault, a larger file, a missing chunk, a path longer than maxJoinWalk)
 // goes the long way, through a read transaction, which also produces the
 // exact error.
 
-// readSQL walks path ?3 (as walkSQL takes it) from the root of vault
-// (?1, ?2) and returns one row: the deepest node it reached, with its
-// depth, the length of its chunk list and, with ?4 true, the content of a
-// file of one chunk. The recursion joins nodes so that a missing node ends
-// the walk rather than being skipped.
-var readSQL = `WITH RECURSIVE w(depth, id, rest) AS (
-	SELECT 0, v.root, ?3 FROM vaults v WHERE v.namespace = ?1 AND v.name = ?2
-	UNION ALL
-	SELECT w.depth + 1, d.child, substr(w.rest, instr(w.rest, '/') + 1)
-	FROM w JOIN dirents d ON d.dir = w.id AND d.name = substr(w.rest, 1, instr(w.rest, '/') - 1)
-	JOIN nodes nx ON nx.id = d.child
-	WHERE w.rest != ''
-) SELECT w.depth, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, length(n.chunks),
-	CASE WHEN ?4 AND w.rest = '' AND n.kind = ` + fmt.Sprint(int(KindFile)) + ` AND length(n.chunks) = ` + fmt.Sprint(hashLen) + `
-	THEN (SELECT c.data FROM chunks c WHERE c.hash = n.chunks) END
-FROM w JOIN nodes n ON n.id = w.id ORDER BY w.depth DESC LIMIT 1`
+// fastReadSQL[k] walks k components (?4, ?5, ...) from the root of vault
+// (?1, ?2) and returns one row: the kind and depth of the deepest node
+// reached (kind*64 + depth), the Entry fields of the node of all k
+// components, the length of its chunk list and, with ?3 true, the content
+// of a file of one chunk (one hash).
+var fastReadSQL = func() (qs [maxJoinWalk + 1]string) {
+	for k := range qs {
+		var b strings.Builder
+		b.WriteString(`SELECT coalesce(`)
+		for i := k; i >= 0; i-- {
+			fmt.Fprintf(&b, `n%d.kind*64 + %d, `, i, i)
+		}
+		b.WriteString(`NULL), `)
+		fmt.Fprintf(&b, `n%[1]d.ino, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, length(n%[1]d.chunks),
+	CASE WHEN ?3 AND n%[1]d.kind = %[2]d AND length(n%[1]d.chunks) = %[3]d THEN (SELECT c.data FROM chunks c WHERE c.hash = n%[1]d.chunks) END
+FROM vaults v JOIN nodes n0 ON n0.id = v.root`, k, KindFile, hashLen)
+		writeJoins(&b, k, 4)
+		b.WriteString(` WHERE v.namespace = ?1 AND v.name = ?2`)
+		qs[k] = b.String()
+	}
+	return qs
+}()
 
-// fastResolve resolves p in vault ns/name with readSQL. ok is false when
-// the caller must take the long way; otherwise n and err are the answer:
-// the node at p (only the fields an Entry shows, and size), the length of
-// its chunk list, and with withData the content of a file of one chunk
-// (nil if its chunk is missing).
-func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withData bool) (comps []string, n *node, listLen int, data []byte, ok bool, err error) {
+// fastResolve resolves p in vault ns/name with fastReadSQL. ok is false
+// when the caller must take the long way; otherwise n and err are the
+// answer: the node at p (the fields an Entry shows), the length of its
+// chunk list, and with withData the content of a file of one chunk (nil
+// if its chunk is missing).
+func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withData bool) (comps []string, n *node, listLen int64, data []byte, ok bool, err error) {
 	comps, err = CleanPath(p)
 	if err != nil {
 		return nil, nil, 0, nil, true, err
 	}
-	st, err := s.prepared(ctx, readSQL)
+	k := len(comps)
+	if k > maxJoinWalk {
+		return nil, nil, 0, nil, false, nil
+	}
+	st, err := s.prepared(ctx, fastReadSQL[k])
 	if err != nil {
 		return nil, nil, 0, nil, false, nil
 	}
-	var depth int
-	var ll sql.NullInt64
-	n = &node{}
-	err = st.QueryRowContext(ctx, ns, name, walkArg(comps), withData).Scan(&depth, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &ll, &data)
-	if err != nil || depth < 0 || depth > len(comps) {
+	args := make([]any, 0, k+3)
+	args = append(args, ns, name, withData)
+	for _, c := range comps {
+		args = append(args, c)
+	}
+	v, err := scanValues(st.QueryRowContext(ctx, args...), 9)
+	if err != nil || v[0] == nil {
 		// No vault (no row), or an error: the long way says which.
 		return nil, nil, 0, nil, false, nil
 	}
-	if depth < len(comps) {
-		if n.kind != KindDir {
+	kind, depth := Kind(asInt(v[0])/64), int(asInt(v[0])%64)
+	if depth < k {
+		if kind != KindDir {
 			return nil, nil, 0, nil, true, pathErr(op, p, ErrNotDir)
 		}
 		return nil, nil, 0, nil, true, pathErr(op, p, ErrNotFound)
 	}
-	return comps, n, int(ll.Int64), data, true, nil
+	n = &node{kind: kind, ino: asInt(v[1]), mode: uint32(asInt(v[2])), size: asInt(v[3]), mtime: asInt(v[4]), ctime: asInt(v[5]), target: asString(v[6])}
+	data, _ = v[8].([]byte)
+	return comps, n, asInt(v[7]), data, true, nil
 }
 
 // readFast is ReadFile's one-statement path; ok false means "go the long

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
-	"strings"
 	"time"
 )
 
@@ -64,6 +63,9 @@ type node struct {
 	// in splice until updateNode splices it into the stored list.
 	lazy   bool
 	splice *splice
+	// partial: only id, vault, epoch and kind were loaded (a directory
+	// above the node a path walk names).
+	partial bool
 }
 
 // lazyListBytes is the longest chunk list a path walk loads: 32 hashes, a
@@ -161,14 +163,10 @@ func (t *Tx) insertNode(n *node) (int64, error) {
 	return n.id, err
 }
 
-// insertCopy stores a copy of frozen node n, taking its chunk list from
-// the database, and returns the copy.
+// insertCopy stores a copy of frozen node n, owned by this transaction's
+// vault and epoch, and returns it. The row is copied in SQL, so n may be
+// partial or lazy: a frozen node never changes, so the stored row is n.
 func (t *Tx) insertCopy(n *node) (*node, error) {
-	if !n.lazy {
-		c := *n
-		_, err := t.insertNode(&c)
-		return &c, err
-	}
 	c := *n
 	c.vault, c.epoch = t.v.id, t.v.epoch
 	res, err := t.exec(`INSERT INTO nodes(vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks) SELECT ?, ?, ino, kind, mode, size, mtime, ctime, target, chunks FROM nodes WHERE id=?`,
@@ -176,13 +174,21 @@ func (t *Tx) insertCopy(n *node) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("copy node: %w", err)
 	}
-	c.id, err = res.LastInsertId()
-	return &c, err
+	if k, err := res.RowsAffected(); err != nil || k != 1 {
+		return nil, fmt.Errorf("copy node %d: %d rows, %v: %w", n.id, k, err, sql.ErrNoRows)
+	}
+	if c.id, err = res.LastInsertId(); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // updateNode stores n's attributes and chunk list; a lazy list is left
 // as stored or changed by its pending splice.
 func (t *Tx) updateNode(n *node) error {
+	if n.partial {
+		return fmt.Errorf("update node %d: not loaded", n.id)
+	}
 	var err error
 	switch {
 	case n.splice != nil:
@@ -232,142 +238,6 @@ func (t *Tx) dirents(dir int64) ([]dirent, error) {
 		out = append(out, d)
 	}
 	return out, rows.Err()
-}
-
-// walkSQL resolves a path in one statement. From node ?1 it follows the
-// components listed in ?2, each followed by '/' ("a/b/" for a/b; names
-// never hold '/'), and returns each node on the way with its depth, 0
-// being node ?1. It stops at the first component that is missing, or that
-// names a non-directory's entry (such a node has no dirents). Chunk lists
-// longer than ?3 bytes are left out (NULL): see node.lazy.
-var walkSQL = `WITH RECURSIVE w(depth, id, rest) AS (
-	SELECT 0, ?1, ?2
-	UNION ALL
-	SELECT w.depth + 1, d.child, substr(w.rest, instr(w.rest, '/') + 1)
-	FROM w JOIN dirents d ON d.dir = w.id AND d.name = substr(w.rest, 1, instr(w.rest, '/') - 1)
-	WHERE w.rest != ''
-) SELECT w.depth, n.id, n.vault, n.epoch, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target,
-	CASE WHEN length(n.chunks) <= ?3 THEN n.chunks END
-FROM w JOIN nodes n ON n.id = w.id`
-
-// walkArg is comps as walkSQL takes them.
-func walkArg(comps []string) string {
-	if len(comps) == 0 {
-		return ""
-	}
-	return strings.Join(comps, "/") + "/"
-}
-
-// scanChain reads the rows of walkSQL for a walk of n components and
-// returns the nodes found, root first: the longest resolved prefix. With
-// extra non-nil the rows have one more column, a blob, and extra receives
-// its value in the deepest row. ok is false when the start node itself is
-// missing or the chain has a gap, which only a damaged store can produce.
-func scanChain(rows *sql.Rows, n int, extra *[]byte) (chain []*node, ok bool, err error) {
-	defer rows.Close()
-	all := make([]*node, n+1)
-	count, deepest := 0, -1
-	for rows.Next() {
-		var depth int
-		var b []byte
-		nd := &node{}
-		dest := []any{&depth, &nd.id, &nd.vault, &nd.epoch, &nd.ino, &nd.kind, &nd.mode, &nd.size, &nd.mtime, &nd.ctime, &nd.target, &nd.chunks}
-		if extra != nil {
-			dest = append(dest, &b)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, false, err
-		}
-		if depth < 0 || depth > n || all[depth] != nil {
-			return nil, false, nil
-		}
-		nd.setLazy()
-		all[depth] = nd
-		count++
-		if extra != nil && depth > deepest {
-			deepest, *extra = depth, b
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, mapSQLErr(err)
-	}
-	for i := range count {
-		if all[i] == nil {
-			return nil, false, nil
-		}
-	}
-	return all[:count], count > 0, nil
-}
-
-// walkPrefix resolves as much of comps as exists, from the root, in one
-// statement: chain[0] is the root and chain[i] the node of comps[i-1], for
-// the longest prefix of comps that resolves.
-func (t *Tx) walkPrefix(comps []string) ([]*node, error) {
-	rows, err := t.query(walkSQL, t.v.root, walkArg(comps), lazyListBytes)
-	if err != nil {
-		return nil, err
-	}
-	chain, ok, err := scanChain(rows, len(comps), nil)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("load node %d: walk %q: %w", t.v.root, comps, sql.ErrNoRows)
-	}
-	return chain, nil
-}
-
-// resolved cuts chain, a prefix found by walkPrefix for n or more
-// components, to n components and fails as a walk of them would: with
-// ErrNotDir when a component is not a directory, else with ErrNotFound.
-func resolved(op, p string, chain []*node, n int) ([]*node, error) {
-	if len(chain) < n+1 {
-		if chain[len(chain)-1].kind != KindDir {
-			return nil, pathErr(op, p, ErrNotDir)
-		}
-		return nil, pathErr(op, p, ErrNotFound)
-	}
-	return chain[: n+1 : n+1], nil
-}
-
-// walk resolves comps from the root. chain[0] is the root and chain[i] the
-// node of comps[i-1]. Symlinks are not followed: vault paths name entries
-// exactly, so no link can lead a request outside the vault.
-func (t *Tx) walk(op, p string, comps []string) ([]*node, error) {
-	chain, err := t.walkPrefix(comps)
-	if err != nil {
-		return nil, err
-	}
-	return resolved(op, p, chain, len(comps))
-}
-
-// entryOf validates p (which must not be the root) and resolves it in one
-// walk: parent is the chain of p's parent directory, n is p's node or nil
-// when p does not exist. It fails with ErrNotDir if a component of the
-// parent is not a directory.
-func (t *Tx) entryOf(op, p string) (comps []string, parent []*node, n *node, err error) {
-	comps, err = CleanPath(p)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if len(comps) == 0 {
-		return nil, nil, nil, pathErr(op, p, ErrInvalidPath)
-	}
-	all, err := t.walkPrefix(comps)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	parent, err = resolved(op, p, all, len(comps)-1)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if parent[len(parent)-1].kind != KindDir {
-		return nil, nil, nil, pathErr(op, p, ErrNotDir)
-	}
-	if len(all) == len(comps)+1 {
-		n = all[len(comps)]
-	}
-	return comps, parent, n, nil
 }
 
 // resolve validates p and returns its node chain.

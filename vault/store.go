@@ -54,6 +54,16 @@ type Store struct {
 	// its context from a new goroutine per query.
 	wconn  *sql.Conn
 	wstmts map[string]*sql.Stmt
+
+	// vrows caches vault rows for writes, by namespace and name, as of
+	// the writer connection's PRAGMA data_version vver. That number
+	// changes when any other connection, in this process or another,
+	// commits, and not when this one does; so while it is unchanged the
+	// database holds exactly what this connection last read or wrote, and
+	// the cached rows (updated after each commit) are current. Guarded by
+	// wmu.
+	vrows map[[2]string]vaultRow
+	vver  int64
 }
 
 const schema = `
@@ -244,6 +254,7 @@ func (s *Store) begin(ctx context.Context) (*sql.Conn, error) {
 			return nil, mapSQLErr(err)
 		}
 		s.wconn, s.wstmts = c, map[string]*sql.Stmt{}
+		s.vrows, s.vver = nil, 0
 	}
 	st, err := s.writerStmt(ctx, sqlBegin)
 	if err == nil {
@@ -256,6 +267,25 @@ func (s *Store) begin(ctx context.Context) (*sql.Conn, error) {
 		return nil, mapSQLErr(err)
 	}
 	return s.wconn, nil
+}
+
+// checkVaultCache empties the vault row cache unless no other connection
+// has committed since it was filled. It runs inside the write transaction,
+// which holds the write lock, so nothing can commit until it ends.
+// s.wmu is held.
+func (s *Store) checkVaultCache(ctx context.Context) error {
+	st, err := s.writerStmt(ctx, `PRAGMA data_version`)
+	if err != nil {
+		return err
+	}
+	var v int64
+	if err := st.QueryRowContext(ctx).Scan(&v); err != nil {
+		return mapSQLErr(err)
+	}
+	if s.vrows == nil || v != s.vver {
+		s.vrows, s.vver = map[[2]string]vaultRow{}, v
+	}
+	return nil
 }
 
 // commit commits the write transaction. s.wmu is held.
@@ -302,6 +332,7 @@ func (s *Store) dropWriter(bad bool) {
 	}
 	s.wconn.Close()
 	s.wconn, s.wstmts = nil, nil
+	s.vrows = nil
 }
 
 // mapSQLErr turns SQLite's lock errors into ErrConflict so callers can retry.

@@ -265,8 +265,13 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 			return res, false, fmt.Errorf("%s: request log: %w", op, mapSQLErr(err))
 		}
 	}
+	if err := s.checkVaultCache(ctx); err != nil {
+		return res, false, fmt.Errorf("%s: %w", op, err)
+	}
 	if load {
-		if err := t.loadVault(ns, name); err != nil {
+		if r, ok := s.vrows[[2]string{ns, name}]; ok {
+			t.v, t.v0 = r, r
+		} else if err := t.loadVault(ns, name); err != nil {
 			return res, false, err
 		}
 	}
@@ -296,6 +301,13 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
 	committed = true
+	// Rows this transaction changed: ns/name's (forget it: fn may have
+	// changed it and moved on, as Fork does, or deleted it) and t.v's,
+	// as saved.
+	delete(s.vrows, [2]string{ns, name})
+	if t.v.id != 0 {
+		s.vrows[[2]string{t.v.namespace, t.v.name}] = t.v
+	}
 	return res, false, nil
 }
 

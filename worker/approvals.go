@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -118,7 +119,7 @@ func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args m
 		return nil, err
 	}
 	h.Request.Actor = h.Request.Actor + " (approved by " + req.Actor + ")"
-	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.granted", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID})
+	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.granted", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)})
 	env, runErr := r.exec(ctx, h.Request, h.Args, true)
 	a.Status = "granted"
 	if runErr == nil {
@@ -146,7 +147,7 @@ func (r *Runner) approvalDeny(ctx context.Context, req messages.Request, args me
 		}
 		return nil, err
 	}
-	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.denied", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID})
+	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.denied", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)})
 	w, err := r.wireApproval(a)
 	return messages.ApprovalResult{Approval: w}, err
 }

@@ -13,10 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/avfs/avfs/exec"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/policy"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -28,6 +32,9 @@ type Config struct {
 	EnvAllow    []string      // host variables passed through; default exec.DefaultEnvAllow()
 	ApprovalTTL time.Duration // default 1 h
 	Worker      string        // id reported in envelopes
+	// Tracer records the steps of a run (policy, checkpoint.save, mount,
+	// exec, changes) as children of the request's span; nil means none.
+	Tracer trace.TracerProvider
 }
 
 // Runner runs commands in vaults.
@@ -37,6 +44,7 @@ type Runner struct {
 	mounts *Mounts
 	cfg    Config
 	log    *slog.Logger
+	tracer trace.Tracer
 	now    func() time.Time
 }
 
@@ -64,7 +72,8 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now}
+	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now,
+		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker")}
 }
 
 // Register plugs exec, approvals and policy checks into h, and keeps
@@ -130,7 +139,7 @@ func (r *Runner) Exec(ctx context.Context, req messages.Request, a messages.Exec
 func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.ExecArgs, approved bool) (messages.Envelope, error) {
 	env := messages.Envelope{
 		Schema: messages.EnvelopeSchema, RequestID: req.RequestID, Namespace: req.Namespace, Vault: req.Vault,
-		Worker: r.cfg.Worker, Attempt: handler.Attempt(ctx), Command: a.Argv, Cwd: "/", StartedAt: r.now().UTC().Format(time.RFC3339Nano),
+		Worker: r.cfg.Worker, Attempt: handler.Attempt(ctx), TraceID: telemetry.TraceID(ctx), Command: a.Argv, Cwd: "/", StartedAt: r.now().UTC().Format(time.RFC3339Nano),
 	}
 	if env.Command != nil && len(env.Command) == 0 {
 		env.Command = nil
@@ -181,16 +190,21 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	if st.Kind != vault.KindDir {
 		return env, fmt.Errorf("cwd %s: %w", env.Cwd, vault.ErrNotDir)
 	}
-	m := vault.Meta{Actor: req.Actor, RequestID: req.RequestID}
+	m := vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: env.TraceID}
 
-	am, release, err := r.mounts.acquire(ctx, v)
+	mctx, span := r.tracer.Start(ctx, "mount")
+	am, release, err := r.mounts.acquire(mctx, v)
+	endSpan(span, err)
 	if err != nil {
 		return env, err
 	}
 	defer release()
 	root := am.mnt.Dir()
 
+	_, span = r.tracer.Start(ctx, "policy")
 	env.Decision, err = r.decide(a.Argv, a.Shell, root)
+	span.SetAttributes(attribute.String("avfs.decision", env.Decision.Action), attribute.String("avfs.rule", env.Decision.Rule))
+	endSpan(span, err)
 	if err != nil {
 		return env, err
 	}
@@ -223,7 +237,13 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 
 	if mode == "always" || (mode == "auto" && policy.Action(env.Decision.Action) != policy.Allow) {
 		name := fmt.Sprintf("auto-%s-%s", r.now().UTC().Format("20060102T150405Z"), newID("")[:4])
-		if _, err := v.SaveCheckpoint(ctx, name, "before: "+commandLine(a), true, vault.Meta{Actor: req.Actor}); err != nil {
+		// No request id: the request log keeps it for the exec's result.
+		// The span context is kept so that a restore links back here.
+		sctx, span := r.tracer.Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", true)))
+		_, err := v.SaveCheckpoint(sctx, name, "before: "+commandLine(a), true,
+			vault.Meta{Actor: req.Actor, TraceID: env.TraceID, Trace: telemetry.Serialize(sctx)})
+		endSpan(span, err)
+		if err != nil {
 			return env, err
 		}
 		env.Checkpoint = &name
@@ -245,7 +265,13 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	if a.Stdin != nil {
 		spec.Stdin = strings.NewReader(string(a.Stdin))
 	}
-	res, runErr := exec.Run(ctx, spec)
+	ectx, span := r.tracer.Start(ctx, "exec")
+	res, runErr := exec.Run(ectx, spec)
+	if res.ExitCode != nil {
+		span.SetAttributes(attribute.Int("avfs.exit_code", *res.ExitCode))
+	}
+	span.SetAttributes(attribute.Bool("avfs.timed_out", res.TimedOut))
+	endSpan(span, runErr)
 	env.StartedAt = res.StartedAt.UTC().Format(time.RFC3339Nano)
 	env.DurationMS = res.Duration.Milliseconds()
 	env.ExitCode, env.TimedOut = res.ExitCode, res.TimedOut
@@ -267,11 +293,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		env.Status = messages.StatusCompleted
 	}
 	// Everything the command wrote must be in the vault before comparing.
+	ctx, span = r.tracer.Start(ctx, "changes")
+	defer span.End()
 	if err := am.mnt.Sync(context.WithoutCancel(ctx)); err != nil {
 		r.log.Warn("sync mount after exec", "vault", req.Vault, "err", err)
 	}
 	ch, err := v.Diff(context.WithoutCancel(ctx), before, "")
 	if err != nil {
+		telemetry.Fail(span, err)
 		return env, err
 	}
 	sum := handler.Changes(ch)
@@ -290,6 +319,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		}
 	}
 	return env, nil
+}
+
+// endSpan ends span, failed if err is not nil.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		telemetry.Fail(span, err)
+	}
+	span.End()
 }
 
 // stored returns the envelope recorded for a request id.

@@ -12,9 +12,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // ServeOptions configure a fleet worker.
@@ -23,6 +27,9 @@ type ServeOptions struct {
 	Concurrency int           // requests served at once across vaults; default 8
 	AckWait     time.Duration // redelivery after this long without progress; default 30 s
 	Logger      *slog.Logger
+	// Tracer records a process span per delivery attempt, child of the
+	// dispatcher's route span; nil means no tracing.
+	Tracer trace.TracerProvider
 }
 
 // Server serves the requests a dispatcher forwards to one worker id.
@@ -36,6 +43,7 @@ type Server struct {
 	js   jetstream.JetStream
 	o    ServeOptions
 	log  *slog.Logger
+	tr   trace.Tracer
 	sem  chan struct{}
 	wg   sync.WaitGroup
 	mu   sync.Mutex
@@ -64,7 +72,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 		return nil, err
 	}
 	return &Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
-		sem: make(chan struct{}, o.Concurrency), qs: map[string]chan jetstream.Msg{}, seen: map[string]struct{}{},
+		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan jetstream.Msg{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}, nil
 }
 
@@ -211,9 +219,18 @@ func (s *Server) process(msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
 	}
+	// One process span per delivery: a redelivered request shows as a
+	// second process span under the same route span, with its attempt.
+	ctx, span := s.tr.Start(telemetry.Extract(context.Background(), msg.Headers()), "process",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.Int("avfs.attempt", attempt), attribute.String("avfs.worker", s.id)))
+	defer span.End()
 	replyTo := msg.Headers().Get(messages.HeaderReplyTo)
 	req, perr := parseWork(msg.Subject(), msg.Data())
+	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
+		attribute.String("avfs.vault", req.Vault), attribute.String("avfs.request_id", req.RequestID))
 	if perr != nil {
+		span.SetStatus(codes.Error, string(perr.Code))
 		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: perr})
 		msg.Term()
 		return
@@ -240,9 +257,11 @@ func (s *Server) process(msg jetstream.Msg) {
 			}
 		}
 	}()
-	ctx := handler.WithAttempt(context.Background(), attempt)
-	rep := s.h.Handle(ctx, req)
+	rep := s.h.Handle(handler.WithAttempt(ctx, attempt), req)
 	close(done)
+	if rep.Error != nil {
+		span.SetStatus(codes.Error, string(rep.Error.Code))
+	}
 	s.reply(replyTo, rep)
 	if err := msg.Ack(); err != nil {
 		s.log.Warn("ack", "request", req.RequestID, "err", err)

@@ -42,7 +42,7 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error,
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
 	r := NewRunner(h.Store(), pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
-		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(),
+		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(),
 	}, log)
 	r.Register(h)
 	return mounts.Close, nil

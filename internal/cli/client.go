@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/avfs/avfs/client"
-	"github.com/avfs/avfs/worker"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/vault"
+	"github.com/avfs/avfs/worker"
 )
 
 // Client sends one request and returns its reply. A transport failure is
@@ -29,12 +30,12 @@ type localClient struct {
 	close []func() error
 }
 
-func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, workerID string) (*localClient, error) {
+func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string) (*localClient, error) {
 	st, err := vault.Open(ctx, c.StorePath(), vault.Options{Synchronous: c.Store.Synchronous})
 	if err != nil {
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 	}
-	h := handler.New(st, handler.Options{Worker: workerID, Logger: log})
+	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
 	cl, err := worker.Wire(c, h, log)
 	if err != nil {
 		st.Close()

@@ -62,6 +62,7 @@ func (a *app) runDemo(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		c.Tracer = a.tracer
 		a.client = natsClient{c}
 		where = "the embedded fleet at " + f.ns.ClientURL()
 	}

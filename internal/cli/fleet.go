@@ -116,13 +116,13 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 		return err
 	}
 	defer st.Close()
-	h := handler.New(st, handler.Options{Worker: id, Logger: a.log})
+	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer})
 	cleanup, err := worker.Wire(a.cfg, h, a.log)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Logger: a.log})
+	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer})
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
 		return fail(err)
 	}
-	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log})
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log, Tracer: a.tracer})
 	if err != nil {
 		return fail(err)
 	}
@@ -285,7 +285,7 @@ func (a *app) dispatcherCmd() *cobra.Command {
 			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{}); err != nil {
 				return err
 			}
-			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log})
+			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log, Tracer: a.tracer})
 			if err != nil {
 				return err
 			}

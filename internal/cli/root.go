@@ -11,14 +11,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -34,6 +37,10 @@ type app struct {
 	client         Client
 	clientMu       sync.Mutex // attempts run sends requests from many goroutines
 	log            *slog.Logger
+	// tracer is built from the config's telemetry section once it is
+	// loaded (no-op by default); shutdown flushes it at exit.
+	tracer   trace.TracerProvider
+	shutdown func(context.Context) error
 }
 
 // requestError is a failed request (exit status 1), as opposed to a usage
@@ -77,6 +84,13 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	err := root.ExecuteContext(ctx)
 	if a.client != nil {
 		a.client.Close()
+	}
+	if a.shutdown != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if serr := a.shutdown(sctx); serr != nil {
+			a.log.Warn("flush traces", "err", serr)
+		}
+		cancel()
 	}
 	if err == nil {
 		return 0
@@ -134,7 +148,12 @@ func (a *app) rootCmd() *cobra.Command {
 				return err
 			}
 			a.cfg, a.viper = cfg, v
-			return nil
+			t := cfg.Telemetry
+			a.tracer, a.shutdown, err = telemetry.Setup(cmd.Context(), telemetry.Config{
+				Exporter: t.Exporter, Endpoint: t.Endpoint, Headers: t.Headers, Insecure: t.Insecure,
+				SampleRatio: t.SampleRatio, ServiceName: t.ServiceName,
+			})
+			return err
 		},
 	}
 	pf := root.PersistentFlags()
@@ -175,10 +194,11 @@ func (a *app) connect(ctx context.Context) (Client, error) {
 			nc.Close()
 			return nil, messages.Errorf(messages.CodeUnavailable, "%v", err)
 		}
+		c.Tracer = a.tracer
 		a.client = natsClient{c}
 		return a.client, nil
 	}
-	c, err := openLocal(ctx, a.cfg, a.log, "local")
+	c, err := openLocal(ctx, a.cfg, a.log, a.tracer, "local")
 	if err != nil {
 		return nil, err
 	}

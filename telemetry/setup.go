@@ -1,0 +1,105 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Exporters Setup knows.
+const (
+	ExporterNone     = "none"
+	ExporterOTLPHTTP = "otlp-http"
+)
+
+// Config selects where traces go. The standard OTEL_* variables win over
+// it: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT over Endpoint,
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over ServiceName,
+// OTEL_TRACES_SAMPLER(_ARG) over SampleRatio, OTEL_EXPORTER_OTLP_HEADERS
+// next to Headers.
+type Config struct {
+	Exporter    string            // none (default) | otlp-http
+	Endpoint    string            // host:port or a URL; default the SDK's (localhost:4318)
+	Headers     map[string]string // sent with every export (auth tokens)
+	Insecure    bool              // plain HTTP instead of HTTPS
+	SampleRatio float64           // fraction of new traces kept, 0 < r <= 1; 0 means 1
+	ServiceName string            // default "avfs"
+}
+
+// Setup builds the tracer provider cfg describes. With the none exporter
+// it returns the no-op provider. shutdown flushes pending spans; call it
+// once, before exit.
+func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.Context) error, error) {
+	nop := func(context.Context) error { return nil }
+	switch cfg.Exporter {
+	case "", ExporterNone:
+		return noop.NewTracerProvider(), nop, nil
+	case ExporterOTLPHTTP:
+	default:
+		return nil, nil, fmt.Errorf("telemetry exporter %q: want none or otlp-http", cfg.Exporter)
+	}
+	var opts []otlptracehttp.Option
+	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+		if hasScheme(cfg.Endpoint) {
+			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+		} else {
+			opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
+		}
+	}
+	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
+		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
+	}
+	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("otlp-http exporter: %w", err)
+	}
+	name := cfg.ServiceName
+	if name == "" {
+		name = "avfs"
+	}
+	// Later options win in resource.New: the environment overrides the
+	// configured service name.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", name)),
+		resource.WithTelemetrySDK(),
+		resource.WithHost(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	// The SDK reads OTEL_TRACES_SAMPLER itself; an explicit sampler would
+	// override it.
+	if !setEnv("OTEL_TRACES_SAMPLER") {
+		r := cfg.SampleRatio
+		if r <= 0 || r > 1 {
+			r = 1
+		}
+		tpOpts = append(tpOpts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r))))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
+	return tp, tp.Shutdown, nil
+}
+
+func setEnv(names ...string) bool {
+	for _, n := range names {
+		if os.Getenv(n) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func hasScheme(s string) bool { return strings.Contains(s, "://") }
