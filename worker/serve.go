@@ -187,23 +187,27 @@ func (s *Server) drain(key string, q chan jetstream.Msg) {
 			<-s.sem
 			idle.Reset(30 * time.Second)
 		case <-s.stop:
-			s.mu.Lock()
-			if len(q) == 0 {
-				delete(s.qs, key)
-				s.mu.Unlock()
+			if s.retire(key, q) {
 				return
 			}
-			s.mu.Unlock()
 		case <-idle.C:
-			s.mu.Lock()
-			if len(q) == 0 {
-				delete(s.qs, key)
-				s.mu.Unlock()
+			if s.retire(key, q) {
 				return
 			}
-			s.mu.Unlock()
 		}
 	}
+}
+
+// retire removes an empty queue so its goroutine can end; enqueue holds
+// the same lock, so no message can slip into a retired queue.
+func (s *Server) retire(key string, q chan jetstream.Msg) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(q) > 0 {
+		return false
+	}
+	delete(s.qs, key)
+	return true
 }
 
 func (s *Server) process(msg jetstream.Msg) {
