@@ -121,7 +121,7 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request)
 		// take it again, so this caller would wait forever. Send it under
 		// a fresh message id: the worker's request log still answers it
 		// with the first result instead of applying it twice.
-		ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID+"."+NewRequestID()))
+		_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID+"."+NewRequestID()))
 	}
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)

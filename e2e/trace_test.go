@@ -63,7 +63,7 @@ func TestExecIsOneTraceAcrossTheFleet(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range by["process"].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["avfs.attempt"] != "1" || attrs["avfs.worker"] != "w1" || attrs["avfs.op"] != string(messages.OpExec) || attrs["avfs.vault"] != "traced" {
 		t.Errorf("process attributes %v, want attempt 1, worker w1, op %s, vault traced", attrs, messages.OpExec)

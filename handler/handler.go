@@ -181,16 +181,6 @@ func meta(ctx context.Context, req messages.Request) vault.Meta {
 	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)}
 }
 
-// subMeta derives the meta of the n-th vault transaction of a request
-// made of several, so each has its own request-log key.
-func subMeta(ctx context.Context, req messages.Request, n int) vault.Meta {
-	m := meta(ctx, req)
-	if m.RequestID != "" && n > 0 {
-		m.RequestID += "/" + strconv.Itoa(n)
-	}
-	return m
-}
-
 func (h *Handler) vault(req messages.Request) *vault.Vault {
 	return h.store.Vault(req.Namespace, req.Vault)
 }

@@ -119,11 +119,11 @@ func (s *source) addOps(gd *ast.GenDecl) error {
 		}
 		for i, n := range vs.Names {
 			if i >= len(vs.Values) {
-				return fmt.Errorf("Op constant %s: want an explicit string value", n.Name)
+				return fmt.Errorf("op constant %s: want an explicit string value", n.Name)
 			}
 			lit, ok := vs.Values[i].(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
-				return fmt.Errorf("Op constant %s: want a string literal", n.Name)
+				return fmt.Errorf("op constant %s: want a string literal", n.Name)
 			}
 			v, err := strconv.Unquote(lit.Value)
 			if err != nil {
