@@ -199,3 +199,8 @@ echo "raw (µs): fork in-process ${fork_inproc[*]} | fork wall ${fork_wall[*]} |
 # (§7): its own temporary directory, vaults and mounts, about 2 minutes.
 echo
 "$root/scripts/mountbench.sh"
+
+# Parallel attempts (DESIGN.md §7): 8 forks running `go test` against 8
+# native directories.
+echo
+"$root/scripts/attemptsbench.sh"
