@@ -302,7 +302,7 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 	if _, err := d.js.PublishMsg(ctx, fwd); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		d.log.Warn("forward", "worker", w, "err", err)
+		d.log.WarnContext(ctx, "forward", "worker", w, "err", err)
 		msg.NakWithDelay(time.Second)
 		return
 	}

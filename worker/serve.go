@@ -268,7 +268,7 @@ func (s *Server) process(msg jetstream.Msg) {
 	}
 	s.reply(replyTo, rep)
 	if err := msg.Ack(); err != nil {
-		s.log.Warn("ack", "request", req.RequestID, "err", err)
+		s.log.WarnContext(ctx, "ack", "request", req.RequestID, "err", err)
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"syscall"
 
 	"github.com/avfs/avfs/internal/cli"
+	"github.com/avfs/avfs/telemetry"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{Logger: log})
 	stop()
 	os.Exit(code)
