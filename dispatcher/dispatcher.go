@@ -125,6 +125,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err := d.watchOwners(ctx); err != nil {
 		return fmt.Errorf("watch owners: %w", err)
 	}
+	deadSub, err := d.watchDead(ctx)
+	if err != nil {
+		return fmt.Errorf("watch dead letters: %w", err)
+	}
+	defer deadSub.Unsubscribe()
 	cons, err := d.js.CreateOrUpdateConsumer(ctx, messages.StreamRequests, jetstream.ConsumerConfig{
 		Durable: "dispatch", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 10 * time.Second, MaxAckPending: 1024,
 	})
@@ -283,7 +288,14 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		span.SetStatus(codes.Error, err.Error())
 		md, _ := msg.Metadata()
 		if md != nil && md.NumDelivered >= 10 {
-			d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
+			// Give up: keep the request in the dead-letter stream.
+			reason := fmt.Sprintf("not placed after %d deliveries: %v", md.NumDelivered, err)
+			if derr := d.deadLetter(ctx, ns, vault, op, msg.Headers(), msg.Data(), reason, ""); derr != nil {
+				d.log.WarnContext(ctx, "dead-letter", "err", derr)
+				d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
+				return
+			}
+			msg.Ack()
 			return
 		}
 		msg.NakWithDelay(time.Second)

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
@@ -28,6 +29,8 @@ type Handler struct {
 	log    *slog.Logger
 	worker string
 	tracer trace.TracerProvider
+	meter  metric.MeterProvider
+	m      *metrics
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
@@ -49,6 +52,9 @@ type Options struct {
 	// Tracer records the spans of checkpoint saves and restores, and of
 	// the layers that plug in (Tracer()); nil means no tracing.
 	Tracer trace.TracerProvider
+	// Meter records request, quota, fork and checkpoint metrics, and
+	// those of the layers that plug in (Meter()); nil means none.
+	Meter metric.MeterProvider
 }
 
 // New returns a Handler serving store.
@@ -59,7 +65,8 @@ func New(store *vault.Store, o Options) *Handler {
 	if o.Worker == "" {
 		o.Worker = "local"
 	}
-	h := &Handler{store: store, log: o.Logger, worker: o.Worker, tracer: telemetry.Provider(o.Tracer)}
+	h := &Handler{store: store, log: o.Logger, worker: o.Worker, tracer: telemetry.Provider(o.Tracer), meter: telemetry.MeterProvider(o.Meter)}
+	h.m = newMetrics(h.meter)
 	h.ops = map[messages.Op]func(context.Context, messages.Request) (any, error){
 		messages.OpVaultCreate:       bind(h.vaultCreate),
 		messages.OpVaultList:         bind(h.vaultList),
@@ -103,6 +110,10 @@ func (h *Handler) Store() *vault.Store { return h.store }
 // that plug into it.
 func (h *Handler) Tracer() trace.TracerProvider { return h.tracer }
 
+// Meter is the handler's meter provider, never nil, for the layers that
+// plug into it.
+func (h *Handler) Meter() metric.MeterProvider { return h.meter }
+
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
 
@@ -125,6 +136,9 @@ func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any
 // is a reply with an error code.
 func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep messages.Reply) {
 	rep.RequestID = req.RequestID
+	start := time.Now()
+	_, known := h.ops[req.Op]
+	defer func() { h.m.record(ctx, req.Op, known, rep, time.Since(start)) }()
 	res, err := h.handle(ctx, req)
 	if err != nil {
 		rep.Error = ToError(err)

@@ -1,6 +1,10 @@
 package messages
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Version is the protocol version, the second token of every subject.
 const Version = "v1"
@@ -24,6 +28,76 @@ func RequestSubject(ns, vault string, op Op) string {
 		vault = NoVault
 	}
 	return strings.Join([]string{SubjectRequest, ns, vault, string(op)}, ".")
+}
+
+// Audit stream. Every audit event is published to StreamAudit on
+// avfs.v1.audit.<ns>.<vault>.<action> (the action's dots make further
+// tokens: ...file.write), with Nats-Msg-Id = "<worker>-<store audit id>",
+// so that a worker that publishes an event twice (a restart before it
+// recorded its progress) stores it once. The stream keeps events by age
+// (limits retention), AuditMaxAge by default.
+const (
+	StreamAudit = "AVFS_AUDIT"
+	AuditMaxAge = 7 * 24 * time.Hour
+)
+
+// AuditSubject is the subject event e is published on. Empty tokens
+// become NoVault so the subject stays valid.
+func AuditSubject(ns, vault, action string) string {
+	tok := func(s string) string {
+		if s == "" {
+			return NoVault
+		}
+		return s
+	}
+	return strings.Join([]string{SubjectAudit, tok(ns), tok(vault), tok(action)}, ".")
+}
+
+// AuditMsgID is the Nats-Msg-Id of the audit event with id id in worker's
+// store.
+func AuditMsgID(worker string, id int64) string {
+	return worker + "-" + strconv.FormatInt(id, 10)
+}
+
+// AuditFilterSubject is the subject filter for the events of ns/vault
+// ("" or "*" for every vault) matching an AuditArgs action filter: an
+// exact action, or a prefix ending in "." or "*" ("file.", "checkpoint.*").
+func AuditFilterSubject(ns, vault, action string) string {
+	if vault == "" {
+		vault = "*"
+	}
+	base := SubjectAudit + "." + ns + "." + vault
+	a := strings.TrimSuffix(action, "*")
+	switch {
+	case a == "":
+		return base + ".>"
+	case strings.HasSuffix(a, "."):
+		return base + "." + a + ">"
+	default:
+		return base + "." + a
+	}
+}
+
+// Matches reports whether an event with action and path passes the
+// filter's Action and Path, as audit.query applies them (Since and
+// AfterID are not looked at).
+func (a AuditArgs) Matches(action, path string) bool {
+	if f := strings.TrimSuffix(a.Action, "*"); f != "" {
+		if strings.HasSuffix(f, ".") {
+			if !strings.HasPrefix(action, f) {
+				return false
+			}
+		} else if action != f {
+			return false
+		}
+	}
+	if p := a.Path; p != "" && p != "/" {
+		p = strings.TrimSuffix(p, "/")
+		if path != p && !strings.HasPrefix(path, p+"/") {
+			return false
+		}
+	}
+	return true
 }
 
 // Header names.

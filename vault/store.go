@@ -64,6 +64,11 @@ type Store struct {
 	// wmu.
 	vrows map[[2]string]vaultRow
 	vver  int64
+
+	// auditCh is closed after a commit that adds audit events (see
+	// AuditNotify); nil while nobody waits.
+	auditMu sync.Mutex
+	auditCh chan struct{}
 }
 
 const schema = `

@@ -301,6 +301,9 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
 	committed = true
+	if len(t.events) > 0 {
+		s.notifyAudit()
+	}
 	// Rows this transaction changed: ns/name's (forget it: fn may have
 	// changed it and moved on, as Fork does, or deleted it) and t.v's,
 	// as saved.

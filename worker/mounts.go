@@ -158,3 +158,10 @@ func (ms *Mounts) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Active is the number of vaults mounted now.
+func (ms *Mounts) Active() int {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return len(ms.m)
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/exec"
@@ -35,6 +36,9 @@ type Config struct {
 	// Tracer records the steps of a run (policy, checkpoint.save, mount,
 	// exec, changes) as children of the request's span; nil means none.
 	Tracer trace.TracerProvider
+	// Meter records exec outcomes, durations and running commands; nil
+	// means none.
+	Meter metric.MeterProvider
 }
 
 // Runner runs commands in vaults.
@@ -45,6 +49,7 @@ type Runner struct {
 	cfg    Config
 	log    *slog.Logger
 	tracer trace.Tracer
+	m      execMetrics
 	now    func() time.Time
 }
 
@@ -73,7 +78,7 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now,
-		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker")}
+		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 }
 
 // Register plugs exec, approvals and policy checks into h, and keeps
@@ -213,6 +218,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	case policy.Deny:
 		env.Status = messages.StatusDenied
 		v.Record(ctx, "exec.denied", env.Cwd, details, m)
+		r.m.finished(ctx, env.Status, 0, false)
 		return env, nil
 	case policy.RequireApproval:
 		if !approved {
@@ -221,6 +227,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 				return env, err
 			}
 			env.Status, env.ApprovalID = messages.StatusApprovalRequired, &id
+			r.m.finished(ctx, env.Status, 0, false)
 			details["approval_id"] = id
 			v.Record(ctx, "exec.approval_required", env.Cwd, details, m)
 			// A retry of this request id answers with the same approval
@@ -246,6 +253,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		if err != nil {
 			return env, err
 		}
+		r.m.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.Bool("auto", true)))
 		env.Checkpoint = &name
 	}
 	before := ""
@@ -266,7 +274,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		spec.Stdin = strings.NewReader(string(a.Stdin))
 	}
 	ectx, span := r.tracer.Start(ctx, "exec")
+	r.m.running.Add(ctx, 1)
 	res, runErr := exec.Run(ectx, spec)
+	r.m.running.Add(ctx, -1)
 	if res.ExitCode != nil {
 		span.SetAttributes(attribute.Int("avfs.exit_code", *res.ExitCode))
 	}
@@ -292,6 +302,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	default:
 		env.Status = messages.StatusCompleted
 	}
+	r.m.finished(ctx, env.Status, res.Duration.Seconds(), runErr == nil)
 	// Everything the command wrote must be in the vault before comparing.
 	ctx, span = r.tracer.Start(ctx, "changes")
 	defer span.End()

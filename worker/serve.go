@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/handler"
@@ -26,10 +27,23 @@ type ServeOptions struct {
 	ID          string
 	Concurrency int           // requests served at once across vaults; default 8
 	AckWait     time.Duration // redelivery after this long without progress; default 30 s
-	Logger      *slog.Logger
+	// MaxDeliver is how many times a request is delivered before
+	// JetStream gives up on it and the dispatcher dead-letters it;
+	// default 5.
+	MaxDeliver int
+	// FaultNoProgress is a test fault: the worker sends no InProgress
+	// heartbeats while a request runs, so a request longer than AckWait
+	// is redelivered (and, after MaxDeliver, dead-lettered). It exists
+	// only to cause redelivery in tests; never set it in production.
+	FaultNoProgress bool
+	Logger          *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
 	Tracer trace.TracerProvider
+	// AuditPoll is how often the worker looks for new audit events to
+	// publish to the audit stream when no local commit woke it (writes
+	// by other processes on the same store); default 200 ms.
+	AuditPoll time.Duration
 }
 
 // Server serves the requests a dispatcher forwards to one worker id.
@@ -64,8 +78,14 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if o.AckWait == 0 {
 		o.AckWait = 30 * time.Second
 	}
+	if o.MaxDeliver <= 0 {
+		o.MaxDeliver = 5
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AuditPoll <= 0 {
+		o.AuditPoll = 200 * time.Millisecond
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -83,7 +103,7 @@ var errEmpty = fmt.Errorf("must not be empty")
 func (s *Server) Run(ctx context.Context) error {
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
 		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: 5,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
 		MaxAckPending: s.o.Concurrency * 16,
 	})
 	if err != nil {
@@ -110,6 +130,17 @@ func (s *Server) Run(ctx context.Context) error {
 		cc.Stop()
 		return fmt.Errorf("micro endpoint: %w", err)
 	}
+	if unobserve, err := s.observeQueue(); err != nil {
+		s.log.Warn("queue metrics", "err", err)
+	} else {
+		defer unobserve()
+	}
+	// The audit publisher outlives the requests: it stops after the
+	// last one finished, so their events go out before Run returns.
+	actx, acancel := context.WithCancel(context.WithoutCancel(ctx))
+	adone := make(chan struct{})
+	go func() { defer close(adone); s.publishAudit(actx) }()
+	defer func() { acancel(); <-adone }()
 	hb := time.NewTicker(2 * time.Second)
 	defer hb.Stop()
 	s.heartbeat(ctx)
@@ -143,6 +174,36 @@ func (s *Server) member() messages.Member {
 	defer s.mu.Unlock()
 	return messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.busy,
 		Load: float64(s.busy) / float64(s.o.Concurrency), LastSeen: time.Now().UTC().Format(time.RFC3339Nano)}
+}
+
+// observeQueue reports, as avfs.queue.depth, the requests delivered to
+// this worker and waiting in its per-vault queues (JetStream holds the
+// rest, up to MaxAckPending in flight).
+func (s *Server) observeQueue() (func() error, error) {
+	m := s.h.Meter().Meter(meterName)
+	g, err := m.Int64ObservableGauge("avfs.queue.depth", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests waiting in the worker's per-vault queues."))
+	if err != nil {
+		return nil, err
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, int64(s.queued()))
+		return nil
+	}, g)
+	if err != nil {
+		return nil, err
+	}
+	return reg.Unregister, nil
+}
+
+func (s *Server) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.qs {
+		n += len(q)
+	}
+	return n
 }
 
 // enqueue puts msg on its vault's queue, starting the queue's goroutine
@@ -250,6 +311,9 @@ func (s *Server) process(msg jetstream.Msg) {
 	// is not redelivered to another attempt.
 	done := make(chan struct{})
 	go func() {
+		if s.o.FaultNoProgress {
+			return
+		}
 		t := time.NewTicker(s.o.AckWait / 3)
 		defer t.Stop()
 		for {

@@ -42,8 +42,12 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error,
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
 	r := NewRunner(h.Store(), pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
-		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(),
+		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(), Meter: h.Meter(),
 	}, log)
 	r.Register(h)
-	return mounts.Close, nil
+	unobserve, err := observeMounts(h.Meter(), mounts)
+	if err != nil {
+		return nil, fmt.Errorf("mount metrics: %w", err)
+	}
+	return func() error { unobserve(); return mounts.Close() }, nil
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -116,7 +119,7 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 		return err
 	}
 	defer st.Close()
-	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer})
+	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter})
 	cleanup, err := worker.Wire(a.cfg, h, a.log)
 	if err != nil {
 		return err
@@ -136,9 +139,6 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "Run the embedded fleet: NATS with JetStream, a dispatcher and a worker, in one process",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if httpAddr != "" {
-				return messages.Errorf(messages.CodeNotImplemented, "--http (metrics endpoint) is not implemented yet")
-			}
 			ctx := cmd.Context()
 			if url := runningServe(a.cfg.Home); url != "" {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
@@ -146,6 +146,11 @@ func (a *app) serveCmd() *cobra.Command {
 			if id == "" {
 				id = newWorkerID()
 			}
+			hs, stopMetrics, err := a.startMetrics(httpAddr)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			f, err := a.startFleet(ctx, listen, id)
 			if err != nil {
 				return err
@@ -157,7 +162,11 @@ func (a *app) serveCmd() *cobra.Command {
 				return err
 			}
 			defer os.Remove(servePath(a.cfg.Home))
-			if err := a.emit(map[string]any{"url": info.URL, "worker": id, "home": a.cfg.Home}); err != nil {
+			out := map[string]any{"url": info.URL, "worker": id, "home": a.cfg.Home}
+			if hs != nil {
+				out["http"] = hs.Addr
+			}
+			if err := a.emit(out); err != nil {
 				return err
 			}
 			select {
@@ -171,7 +180,7 @@ func (a *app) serveCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "", "host:port for NATS clients (default: a random loopback port)")
-	c.Flags().StringVar(&httpAddr, "http", "", "host:port for the metrics endpoint")
+	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz (port 0: any; printed as \"http\")")
 	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
 	return c
 }
@@ -250,9 +259,9 @@ func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
 }
 
 func (a *app) workerCmd() *cobra.Command {
-	var id string
+	var id, httpAddr string
 	c := &cobra.Command{
-		Use: "worker --nats URL [--id ID]", Short: "Join a fleet as a worker serving the vaults under --home", Args: cobra.NoArgs,
+		Use: "worker --nats URL [--id ID] [--http HOST:PORT]", Short: "Join a fleet as a worker serving the vaults under --home", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nc, js, err := a.natsConn("avfs-worker")
 			if err != nil {
@@ -265,12 +274,48 @@ func (a *app) workerCmd() *cobra.Command {
 			if id == "" {
 				id = newWorkerID()
 			}
+			hs, stopMetrics, err := a.startMetrics(httpAddr)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			fmt.Fprintf(a.stderr, "avfs worker %s serving %s\n", id, a.cfg.Home)
+			if hs != nil {
+				fmt.Fprintf(a.stderr, "avfs worker %s metrics on http://%s/metrics\n", id, hs.Addr)
+			}
 			return a.runWorker(cmd.Context(), nc, id)
 		},
 	}
 	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz")
 	return c
+}
+
+// startMetrics, given an address, builds the meter provider the worker
+// records into and serves it there; stop ends both. Without an address
+// metrics stay off and the returned server is nil.
+func (a *app) startMetrics(addr string) (*telemetry.HTTPServer, func(), error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	mp, h, shutdown, err := telemetry.SetupMetrics(telemetry.MetricsConfig{Enabled: true, ServiceName: a.cfg.Telemetry.ServiceName})
+	if err != nil {
+		return nil, nil, err
+	}
+	hs, err := telemetry.ServeHTTP(addr, h)
+	if err != nil {
+		shutdown(context.Background())
+		return nil, nil, messages.Errorf(messages.CodeUnavailable, "%v", err)
+	}
+	a.meter = mp
+	return hs, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := hs.Stop(ctx); err != nil {
+			a.log.Warn("stop http", "err", err)
+		}
+		shutdown(ctx)
+	}, nil
 }
 
 func (a *app) dispatcherCmd() *cobra.Command {
@@ -309,6 +354,68 @@ func (a *app) fleetCmd() *cobra.Command {
 				return messages.Errorf(messages.CodeUnavailable, "%v", err)
 			}
 			return a.emit(st)
+		},
+	})
+	c.AddCommand(a.dlqCmd())
+	return c
+}
+
+// dlqCmd inspects the dead-letter stream: requests that ran out of
+// deliveries on a worker, or that no dispatcher could place.
+func (a *app) dlqCmd() *cobra.Command {
+	c := &cobra.Command{Use: "dlq", Short: "Dead-lettered requests: list, replay, drop"}
+	// with runs fn on a JetStream context to the fleet.
+	with := func(cmd *cobra.Command, fn func(context.Context, jetstream.JetStream) (any, error)) error {
+		nc, js, err := a.natsConn("avfs-cli")
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		out, err := fn(cmd.Context(), js)
+		if err != nil {
+			var me *messages.Error
+			if errors.As(err, &me) {
+				return me
+			}
+			return messages.Errorf(messages.CodeUnavailable, "%v", err)
+		}
+		return a.emit(out)
+	}
+	seqArg := func(s string) (uint64, error) {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 {
+			return 0, messages.Errorf(messages.CodeInvalidArgument, "dead-letter sequence %q: want a positive number", s)
+		}
+		return n, nil
+	}
+	c.AddCommand(&cobra.Command{
+		Use: "list", Short: "List dead-lettered requests with their reason", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return with(cmd, func(ctx context.Context, js jetstream.JetStream) (any, error) {
+				return dispatcher.DeadLetters(ctx, js)
+			})
+		},
+	}, &cobra.Command{
+		Use: "replay SEQ", Short: "Send a dead-lettered request again (same request id) and remove it from the list", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seq, err := seqArg(args[0])
+			if err != nil {
+				return err
+			}
+			return with(cmd, func(ctx context.Context, js jetstream.JetStream) (any, error) {
+				return dispatcher.Replay(ctx, js, seq)
+			})
+		},
+	}, &cobra.Command{
+		Use: "drop SEQ", Short: "Delete a dead-lettered request", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seq, err := seqArg(args[0])
+			if err != nil {
+				return err
+			}
+			return with(cmd, func(ctx context.Context, js jetstream.JetStream) (any, error) {
+				return dispatcher.Drop(ctx, js, seq)
+			})
 		},
 	})
 	return c

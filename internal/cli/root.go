@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/client"
@@ -41,6 +42,9 @@ type app struct {
 	// loaded (no-op by default); shutdown flushes it at exit.
 	tracer   trace.TracerProvider
 	shutdown func(context.Context) error
+	// meter is set by the commands that serve metrics (--http); nil
+	// records nothing.
+	meter metric.MeterProvider
 }
 
 // requestError is a failed request (exit status 1), as opposed to a usage

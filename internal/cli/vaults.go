@@ -237,6 +237,7 @@ func (a *app) quotaCmd() *cobra.Command {
 
 func (a *app) auditCmd() *cobra.Command {
 	var args messages.AuditArgs
+	var follow bool
 	c := &cobra.Command{
 		Use: "audit", Short: "Query the vault's audit log", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -244,9 +245,13 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if follow {
+				return a.auditFollow(cmd, v, args)
+			}
 			return call[messages.AuditResult](a, cmd, messages.OpAudit, v, args)
 		},
 	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "then print new events as they happen, until a signal (JSON mode: one JSON document per line)")
 	c.Flags().StringVar(&args.Since, "since", "", "RFC 3339 time or duration ago (15m)")
 	c.Flags().StringVar(&args.Action, "action", "", "action, or a prefix like file. or checkpoint.*")
 	c.Flags().StringVar(&args.Path, "path", "", "this path and everything below it")

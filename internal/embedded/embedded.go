@@ -71,6 +71,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
 		{Name: messages.StreamWork, Subjects: []string{messages.SubjectWork + ".>"}, Retention: jetstream.WorkQueuePolicy,
 			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
+		// Dead letters stay until an operator replays or drops them.
+		{Name: messages.StreamDLQ, Subjects: []string{messages.SubjectDLQ + ".>"}, Retention: jetstream.LimitsPolicy,
+			Replicas: t.Replicas, Storage: jetstream.FileStorage},
+		// Audit events for operators to follow: kept by age, deduplicated
+		// by Nats-Msg-Id = <worker>-<store audit id>.
+		{Name: messages.StreamAudit, Subjects: []string{messages.SubjectAudit + ".>"}, Retention: jetstream.LimitsPolicy,
+			MaxAge: messages.AuditMaxAge, Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
 	}
 	for _, sc := range streams {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
