@@ -1154,3 +1154,12 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 	})
 	st.checkAll(rt)
 }
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"time"
 )
 
@@ -336,13 +335,4 @@ func (v *Vault) Exists(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-func sortedKeys[M ~map[string]V, V any](m M) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
