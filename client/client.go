@@ -71,8 +71,12 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 	subject := messages.RequestSubject(req.Namespace, req.Vault, req.Op)
 	// The send span covers the request until its reply: the agent's view
 	// of it. Its context travels in the headers to the dispatcher.
+	// Links put in ctx with telemetry.WithLinks go on this span (an
+	// attempt's exec links to its fork), and its context is handed back
+	// to a caller that asked with telemetry.RecordSpan.
 	ctx, span := telemetry.Provider(c.Tracer).Tracer(tracerName).Start(ctx, "send",
 		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithLinks(telemetry.LinksFrom(ctx)...),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "nats"),
 			attribute.String("messaging.destination.name", subject),
@@ -82,6 +86,8 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 			attribute.String("avfs.request_id", req.RequestID),
 		))
 	defer span.End()
+	telemetry.NoteSpan(ctx, span.SpanContext())
+	ctx = telemetry.WithoutLinks(ctx)
 	rep, err := c.send(ctx, subject, req)
 	switch {
 	case err != nil:

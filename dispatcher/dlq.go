@@ -11,8 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // maxDeliveriesAdvisory is the subject JetStream publishes on when a
@@ -160,7 +163,13 @@ func getDead(ctx context.Context, js jetstream.JetStream, seq uint64) (jetstream
 // that had in fact completed with its first result instead of applying it
 // twice; it gets a new Nats-Msg-Id, since the old one may still be inside
 // the intake's deduplication window. The caller's old deadline is dropped.
-func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) (messages.DLQReplayed, error) {
+//
+// The replay starts a new trace: a root span dlq.replay from tp (nil
+// means none) linked to the original request's span, whose context the
+// replayed message carries, so its route and process spans join the new
+// trace. Without a recording tracer the message keeps its old
+// traceparent.
+func Replay(ctx context.Context, js jetstream.JetStream, tp trace.TracerProvider, seq uint64) (messages.DLQReplayed, error) {
 	st, raw, err := getDead(ctx, js, seq)
 	if err != nil {
 		return messages.DLQReplayed{}, err
@@ -175,10 +184,26 @@ func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) (messages.D
 		json.Unmarshal(raw.Data, &req)
 		rid = req.RequestID
 	}
+	orig := trace.SpanContextFromContext(telemetry.Extract(context.Background(), raw.Header))
+	var links []trace.Link
+	if orig.IsValid() {
+		links = append(links, trace.Link{SpanContext: orig, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "dead_letter")}})
+	}
+	ctx, span := telemetry.Provider(tp).Tracer("github.com/avfs/avfs/dispatcher").Start(ctx, "dlq.replay",
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindProducer), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.Int64("avfs.dlq_seq", int64(seq)),
+			attribute.String("avfs.op", string(op)), attribute.String("avfs.namespace", ns), attribute.String("avfs.vault", vault),
+			attribute.String("avfs.request_id", rid)))
+	defer span.End()
 	msg := nats.NewMsg(messages.RequestSubject(ns, vault, op))
 	msg.Data = raw.Data
 	for k, v := range raw.Header {
 		msg.Header[k] = v
+	}
+	if span.SpanContext().IsValid() {
+		delete(msg.Header, "traceparent")
+		delete(msg.Header, "tracestate")
+		telemetry.Inject(ctx, msg.Header)
 	}
 	for _, h := range []string{messages.HeaderDeadReason, messages.HeaderDeadWorker, messages.HeaderDeadline} {
 		msg.Header.Del(h)
@@ -189,6 +214,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, seq uint64) (messages.D
 	}
 	msg.Header.Set(nats.MsgIdHdr, msgID+".replay."+strconv.FormatUint(seq, 10))
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		telemetry.Fail(span, err)
 		return messages.DLQReplayed{}, messages.Errorf(messages.CodeUnavailable, "replay %d: %v", seq, err)
 	}
 	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -87,32 +87,8 @@ func (f *fleet) conn() *nats.Conn {
 // addWorker starts a worker with its own home and store.
 func (f *fleet) addWorker(id string) {
 	f.t.Helper()
-	home := f.t.TempDir()
 	ctx := context.Background()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	h := handler.New(st, handler.Options{Worker: id, Tracer: f.tp})
-	cfg := &config.Config{Home: home}
-	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	srv, err := worker.NewServer(f.conn(), h, worker.ServeOptions{ID: id, Tracer: f.tp})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(wctx) }()
-	f.t.Cleanup(func() {
-		cancel()
-		<-done
-		cleanup()
-		st.Close()
-	})
+	startWorker(f.t, f.conn(), id, f.tp)
 	// Wait for the worker's first heartbeat so placement can see it.
 	c := f.client()
 	deadline := time.Now().Add(10 * time.Second)
@@ -132,6 +108,38 @@ func (f *fleet) addWorker(id string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startWorker runs worker id on nc, with its own home and store, until
+// the test ends.
+func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider) {
+	t.Helper()
+	home := t.TempDir()
+	ctx := context.Background()
+	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handler.New(st, handler.Options{Worker: id, Tracer: tp})
+	cfg := &config.Config{Home: home}
+	cfg.Policy.Fallback = "allow_with_checkpoint"
+	cleanup, err := worker.Wire(cfg, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Run(wctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cleanup()
+		st.Close()
+	})
 }
 
 func (f *fleet) client() *client.Client {

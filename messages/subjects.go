@@ -120,6 +120,10 @@ const (
 	StreamWork     = "AVFS_WORK"
 	BucketMembers  = "avfs_members" // worker and dispatcher heartbeats (TTL)
 	BucketOwners   = "avfs_owners"  // <ns>.<vault> -> Owner
+	// BucketAttempts keeps, per request id, the serialized span context
+	// of the request's latest process span (TTL 1 h), so a redelivered or
+	// rescued attempt links to the one before it.
+	BucketAttempts = "avfs_attempts"
 	// HeaderReplyTo is the inbox on which the caller waits for the Reply.
 	HeaderReplyTo = "Avfs-Reply-To"
 )

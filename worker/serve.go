@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -51,20 +53,24 @@ type ServeOptions struct {
 // concurrently up to Concurrency, and JetStream holds the rest (MaxAckPending
 // is the back-pressure, not an unbounded queue here).
 type Server struct {
-	id   string
-	h    *handler.Handler
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	o    ServeOptions
-	log  *slog.Logger
-	tr   trace.Tracer
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	qs   map[string]chan jetstream.Msg // per-vault queues, each drained by one goroutine
-	seen map[string]struct{}
-	busy int
-	stop chan struct{} // closed when Run ends: idle queues retire at once
+	id  string
+	h   *handler.Handler
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	o   ServeOptions
+	log *slog.Logger
+	tr  trace.Tracer
+	// attempts is BucketAttempts, nil when the fleet has none (set up
+	// by an older version): then attempts are not linked.
+	attempts jetstream.KeyValue
+	sem      chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	qs       map[string]chan jetstream.Msg // per-vault queues, each drained by one goroutine
+	seen     map[string]struct{}
+	busy     int
+	stop     chan struct{} // closed when Run ends: idle queues retire at once
+	ho       *handoff      // pushes and pulls vault copies (handoff.go)
 }
 
 // NewServer returns a worker server for h on nc.
@@ -91,9 +97,14 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
+	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
 		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan jetstream.Msg{}, seen: map[string]struct{}{},
-		stop: make(chan struct{})}, nil
+		stop: make(chan struct{})}).withHandoff(), nil
+}
+
+func (s *Server) withHandoff() *Server {
+	s.ho = newHandoff(s)
+	return s
 }
 
 var errEmpty = fmt.Errorf("must not be empty")
@@ -101,6 +112,11 @@ var errEmpty = fmt.Errorf("must not be empty")
 // Run serves until ctx ends, then stops taking work, finishes what it
 // started and returns.
 func (s *Server) Run(ctx context.Context) error {
+	if kv, err := s.js.KeyValue(ctx, messages.BucketAttempts); err == nil {
+		s.attempts = kv
+	} else {
+		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, "err", err)
+	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
 		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
@@ -150,6 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 			cc.Drain()
 			close(s.stop)
 			s.wg.Wait()
+			s.ho.drain() // push what changed since each vault's last push
 			return nil
 		case <-hb.C:
 			s.heartbeat(ctx)
@@ -290,6 +307,7 @@ func (s *Server) process(msg jetstream.Msg) {
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.Int("avfs.attempt", attempt), attribute.String("avfs.worker", s.id)))
 	defer span.End()
+	s.linkAttempt(ctx, span, msg, attempt)
 	replyTo := msg.Headers().Get(messages.HeaderReplyTo)
 	req, perr := parseWork(msg.Subject(), msg.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
@@ -325,8 +343,10 @@ func (s *Server) process(msg jetstream.Msg) {
 			}
 		}
 	}()
+	s.ho.before(ctx, req) // pull a vault this store lacks
 	rep := s.h.Handle(handler.WithAttempt(ctx, attempt), req)
 	close(done)
+	s.ho.after(req, rep) // push in the background
 	if rep.Error != nil {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}
@@ -334,6 +354,55 @@ func (s *Server) process(msg jetstream.Msg) {
 	if err := msg.Ack(); err != nil {
 		s.log.WarnContext(ctx, "ack", "request", req.RequestID, "err", err)
 	}
+}
+
+// linkAttempt links a redelivered or rescued request's process span to
+// the previous attempt's, found in BucketAttempts under the request id,
+// then records this attempt's span context there for the next one. The
+// message's headers cannot change between deliveries (JetStream messages
+// are immutable), so every attempt is a child of the same route span and
+// the chain of attempts is carried by links. Without tracing, nothing is
+// read or written.
+func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg jetstream.Msg, attempt int) {
+	rid := msg.Headers().Get(messages.HeaderRequestID)
+	if s.attempts == nil || rid == "" || !span.IsRecording() {
+		return
+	}
+	key := attemptKey(rid)
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	// A rescued request starts over at delivery 1 on its new worker; the
+	// dispatcher marks its message id (reroute).
+	rescued := strings.Contains(msg.Headers().Get(nats.MsgIdHdr), ".from-")
+	if attempt > 1 || rescued {
+		if e, err := s.attempts.Get(kctx, key); err == nil {
+			if prev := telemetry.Parse(string(e.Value())); prev.IsValid() {
+				span.AddLink(trace.Link{SpanContext: prev, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "previous_attempt")}})
+			}
+		}
+	}
+	if sc := telemetry.Serialize(ctx); sc != "" {
+		if _, err := s.attempts.PutString(kctx, key, sc); err != nil {
+			s.log.DebugContext(ctx, "record attempt", "request", rid, "err", err)
+		}
+	}
+}
+
+// attemptKey is the BucketAttempts key of request id rid: rid itself when
+// it is a valid KV key, its SHA-256 otherwise.
+func attemptKey(rid string) string {
+	ok := rid[0] != '.' && rid[len(rid)-1] != '.' && !strings.Contains(rid, "..")
+	for _, r := range rid {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '=' || r == '/' || r == '.') {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return rid
+	}
+	sum := sha256.Sum256([]byte(rid))
+	return hex.EncodeToString(sum[:])
 }
 
 // parseWork decodes a forwarded request. The subject's namespace, vault

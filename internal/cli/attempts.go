@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // attempt is one fork and the envelope of its command.
@@ -88,7 +91,11 @@ func (a *app) attemptsCmd() *cobra.Command {
 }
 
 func (a *app) runAttempts(cmd *cobra.Command, from, checkpoint, keep string, cmds []messages.ExecArgs) error {
-	ctx := cmd.Context()
+	// One span for the attempt set: each fork is a send under it, and
+	// each attempt's exec links to the fork it runs in.
+	ctx, span := telemetry.Provider(a.tracer).Tracer("github.com/avfs/avfs/cli").Start(cmd.Context(), "attempts.run",
+		trace.WithAttributes(attribute.String("avfs.vault", from), attribute.Int("avfs.attempts", len(cmds))))
+	defer span.End()
 	// Unique per run, so two runs in the same second cannot collide.
 	stamp := time.Now().UTC().Format("20060102t150405") + "-" + client.NewRequestID()[13:17]
 	res := attemptsResult{From: from, Attempts: make([]attempt, len(cmds)), Kept: []string{}}
@@ -99,13 +106,15 @@ func (a *app) runAttempts(cmd *cobra.Command, from, checkpoint, keep string, cmd
 		go func(at *attempt, x messages.ExecArgs) {
 			defer wg.Done()
 			var fr messages.ForkResult
-			if _, err := a.do(ctx, messages.OpVaultFork, from, messages.VaultForkArgs{Target: at.Vault, Checkpoint: checkpoint}, &fr); err != nil {
+			var fork trace.SpanContext
+			if _, err := a.do(telemetry.RecordSpan(ctx, &fork), messages.OpVaultFork, from, messages.VaultForkArgs{Target: at.Vault, Checkpoint: checkpoint}, &fr); err != nil {
 				at.Error = toErr(err)
 				return
 			}
 			at.Fork = &fr
 			var env messages.Envelope
-			if _, err := a.do(ctx, messages.OpExec, at.Vault, x, &env); err != nil {
+			ectx := telemetry.WithLinks(ctx, trace.Link{SpanContext: fork, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "fork")}})
+			if _, err := a.do(ectx, messages.OpExec, at.Vault, x, &env); err != nil {
 				at.Error = toErr(err)
 				return
 			}

@@ -403,7 +403,7 @@ func (a *app) dlqCmd() *cobra.Command {
 				return err
 			}
 			return with(cmd, func(ctx context.Context, js jetstream.JetStream) (any, error) {
-				return dispatcher.Replay(ctx, js, seq)
+				return dispatcher.Replay(ctx, js, a.tracer, seq)
 			})
 		},
 	}, &cobra.Command{

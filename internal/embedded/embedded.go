@@ -90,5 +90,12 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketOwners, Replicas: t.Replicas}); err != nil {
 		return fmt.Errorf("bucket %s: %w", messages.BucketOwners, err)
 	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketAttempts, TTL: time.Hour, Replicas: t.Replicas}); err != nil {
+		return fmt.Errorf("bucket %s: %w", messages.BucketAttempts, err)
+	}
+	// Vault export files for failover across machines (worker handoff).
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: messages.BucketVaults, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
+	}
 	return nil
 }

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// TestHandoffAcrossMachines kills a vault's worker for real; the
+// survivor has its own home (another machine, as far as stores go), so
+// it can serve the vault only from the copy pushed to the object store
+// at the last checkpoint. What was acknowledged after that checkpoint is
+// lost: that is the stated RPO.
+func TestHandoffAcrossMachines(t *testing.T) {
+	start := time.Now()
+	f := startFleet(t)
+	w1 := f.startWorkerProcess(t.TempDir(), "m1")
+	f.waitMembers("m1")
+	c := f.client()
+	ctx := context.Background()
+	call := func(op messages.Op, args, out any) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return c.Call(cctx, "default", "hv", op, args, out)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	must(call(messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("before")}, nil))
+	must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "cp1"}, nil))
+
+	// The push is asynchronous: wait until the checkpoint's copy is in
+	// the object store before changing the vault again.
+	js, _ := jetstream.New(f.conn())
+	obs, err := js.ObjectStore(ctx, messages.BucketVaults)
+	must(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := obs.GetInfo(ctx, messages.ObjectName("default", "hv"))
+		if err == nil && info.Metadata[messages.ObjectMetaCheckpoint] == "cp1" {
+			if info.Metadata[messages.ObjectMetaEpoch] != "1" || info.Metadata[messages.ObjectMetaWorker] != "m1" {
+				t.Fatalf("pushed object metadata %v", info.Metadata)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the checkpoint was never pushed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	must(call(messages.OpWrite, messages.WriteArgs{Path: "/b.txt", Content: []byte("after")}, nil))
+
+	f.startWorkerProcess(t.TempDir(), "m2")
+	f.waitMembers("m2")
+	killed := time.Now()
+	w1.Process.Signal(syscall.SIGKILL)
+	w1.Wait()
+
+	var cat messages.CatResult
+	if err := call(messages.OpCat, messages.PathArgs{Path: "/a.txt"}, &cat); err != nil {
+		t.Fatalf("the vault was not served after its worker died: %v", err)
+	}
+	t.Logf("served again %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if *cat.Content != "before" {
+		t.Fatalf("checkpointed write lost: %q", *cat.Content)
+	}
+	var e *messages.Error
+	if err := call(messages.OpCat, messages.PathArgs{Path: "/b.txt"}, &cat); !errors.As(err, &e) || e.Code != messages.CodeNotFound {
+		t.Fatalf("a write after the last push survived the failover (err %v): the RPO is the last push", err)
+	}
+	var info messages.VaultResult
+	must(call(messages.OpVaultInfo, nil, &info))
+	if info.Vault.Worker != "m2" {
+		t.Fatalf("vault served by %q, want m2", info.Vault.Worker)
+	}
+	// The vault works normally on its new worker.
+	must(call(messages.OpWrite, messages.WriteArgs{Path: "/c.txt", Content: []byte("new")}, nil))
+	must(call(messages.OpCat, messages.PathArgs{Path: "/c.txt"}, &cat))
+	if *cat.Content != "new" {
+		t.Fatalf("write after failover: %q", *cat.Content)
+	}
+	var cps messages.CheckpointListResult
+	must(call(messages.OpCheckpointList, nil, &cps))
+	if len(cps.Checkpoints) == 0 || cps.Checkpoints[0].Name != "cp1" {
+		t.Fatalf("checkpoints after failover: %+v", cps.Checkpoints)
+	}
+	var rr messages.RestoreResult
+	must(call(messages.OpCheckpointRestore, messages.CheckpointArgs{Name: "cp1"}, &rr))
+	if err := call(messages.OpCat, messages.PathArgs{Path: "/c.txt"}, &cat); !errors.As(err, &e) || e.Code != messages.CodeNotFound {
+		t.Fatalf("restore after failover kept /c.txt: %v", err)
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
