@@ -43,6 +43,9 @@ type NATS struct {
 	Password string `mapstructure:"password"`
 	Token    string `mapstructure:"token"`
 	NKey     string `mapstructure:"nkey"`
+	// Replicas of the fleet's streams and buckets: 1 on one server, 3 on
+	// a cluster. Every worker and dispatcher applies it, so set it alike.
+	Replicas int `mapstructure:"replicas"`
 	TLS      struct {
 		Cert string `mapstructure:"cert"`
 		Key  string `mapstructure:"key"`
@@ -96,6 +99,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("log_level", "warn")
 	v.SetDefault("store.synchronous", "NORMAL")
 	v.SetDefault("nats.url", "")
+	v.SetDefault("nats.replicas", 1)
 	for _, k := range []string{"creds", "user", "password", "token", "nkey", "tls.cert", "tls.key", "tls.ca"} {
 		v.SetDefault("nats."+k, "")
 	}

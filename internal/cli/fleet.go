@@ -214,6 +214,7 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 	if err != nil {
 		return fail(err)
 	}
+	// One embedded server: a replica each, whatever nats.replicas says.
 	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
 		return fail(err)
 	}
@@ -268,7 +269,7 @@ func (a *app) workerCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{}); err != nil {
+			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
 				return err
 			}
 			if id == "" {
@@ -327,7 +328,7 @@ func (a *app) dispatcherCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{}); err != nil {
+			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
 				return err
 			}
 			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log, Tracer: a.tracer})
