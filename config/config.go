@@ -110,7 +110,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)
-	v.SetDefault("telemetry.exporter", "none")
+	v.SetDefault("telemetry.exporter", "") // none, unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 	v.SetDefault("telemetry.endpoint", "")
 	v.SetDefault("telemetry.headers", map[string]string{})
 	v.SetDefault("telemetry.insecure", false)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,6 +19,10 @@ import (
 const (
 	ExporterNone     = "none"
 	ExporterOTLPHTTP = "otlp-http"
+	ExporterOTLPGRPC = "otlp-grpc"
+	// ExporterOTLP picks HTTP or gRPC from OTEL_EXPORTER_OTLP_PROTOCOL
+	// ("grpc", or "http/protobuf", the default), as other OTel programs do.
+	ExporterOTLP = "otlp"
 )
 
 // Config selects where traces go. The standard OTEL_* variables win over
@@ -26,7 +31,10 @@ const (
 // OTEL_TRACES_SAMPLER(_ARG) over SampleRatio, OTEL_EXPORTER_OTLP_HEADERS
 // next to Headers.
 type Config struct {
-	Exporter    string            // none (default) | otlp-http
+	// Exporter: none | otlp | otlp-http | otlp-grpc. Empty means none
+	// unless OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set, then otlp: the
+	// standard variables alone switch export on, as in other programs.
+	Exporter    string
 	Endpoint    string            // host:port or a URL; default the SDK's (localhost:4318)
 	Headers     map[string]string // sent with every export (auth tokens)
 	Insecure    bool              // plain HTTP instead of HTTPS
@@ -39,30 +47,30 @@ type Config struct {
 // once, before exit.
 func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.Context) error, error) {
 	nop := func(context.Context) error { return nil }
-	switch cfg.Exporter {
+	kind := cfg.Exporter
+	if kind == "" && setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+		kind = ExporterOTLP
+	}
+	if kind == ExporterOTLP {
+		kind = ExporterOTLPHTTP
+		if p := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") + os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); strings.HasPrefix(p, "grpc") {
+			kind = ExporterOTLPGRPC
+		}
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	switch kind {
 	case "", ExporterNone:
 		return noop.NewTracerProvider(), nop, nil
 	case ExporterOTLPHTTP:
+		exp, err = httpExporter(ctx, cfg)
+	case ExporterOTLPGRPC:
+		exp, err = grpcExporter(ctx, cfg)
 	default:
-		return nil, nil, fmt.Errorf("telemetry exporter %q: want none or otlp-http", cfg.Exporter)
+		return nil, nil, fmt.Errorf("telemetry exporter %q: want none, otlp, otlp-http or otlp-grpc", cfg.Exporter)
 	}
-	var opts []otlptracehttp.Option
-	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-		if hasScheme(cfg.Endpoint) {
-			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
-		} else {
-			opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
-		}
-	}
-	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
-		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
-	}
-	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
-		opts = append(opts, otlptracehttp.WithInsecure())
-	}
-	exp, err := otlptracehttp.New(ctx, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("otlp-http exporter: %w", err)
+		return nil, nil, fmt.Errorf("%s exporter: %w", kind, err)
 	}
 	name := cfg.ServiceName
 	if name == "" {
@@ -91,6 +99,44 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 	return tp, tp.Shutdown, nil
+}
+
+// The configured endpoint, headers and insecure flag apply only where the
+// matching OTEL_* variable is unset: the SDK reads those itself.
+func httpExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+	var opts []otlptracehttp.Option
+	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+		if hasScheme(cfg.Endpoint) {
+			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+		} else {
+			opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
+		}
+	}
+	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
+		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
+	}
+	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	return otlptracehttp.New(ctx, opts...)
+}
+
+func grpcExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+	var opts []otlptracegrpc.Option
+	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+		if hasScheme(cfg.Endpoint) {
+			opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
+		} else {
+			opts = append(opts, otlptracegrpc.WithEndpoint(cfg.Endpoint))
+		}
+	}
+	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
+		opts = append(opts, otlptracegrpc.WithHeaders(cfg.Headers))
+	}
+	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	return otlptracegrpc.New(ctx, opts...)
 }
 
 func setEnv(names ...string) bool {

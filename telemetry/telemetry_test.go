@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -64,4 +65,31 @@ func TestSetupOTLPHTTP(t *testing.T) {
 		}
 	}
 	span.End()
+}
+
+func TestStandardEnvSwitchesExportOn(t *testing.T) {
+	for _, tc := range []struct {
+		exporter, endpoint, protocol string
+		sdk                          bool
+	}{
+		{"", "", "", false},
+		{"", "http://127.0.0.1:4318", "", true},
+		{"", "127.0.0.1:4317", "grpc", true},
+		{"otlp-grpc", "", "", true},
+		{"none", "http://127.0.0.1:4318", "", false},
+	} {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
+		tp, shutdown, err := Setup(context.Background(), Config{Exporter: tc.exporter, Endpoint: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		_, isSDK := tp.(*sdktrace.TracerProvider)
+		if isSDK != tc.sdk {
+			t.Errorf("%+v: SDK provider %v, want %v", tc, isSDK, tc.sdk)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		shutdown(ctx)
+		cancel()
+	}
 }
