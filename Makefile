@@ -5,7 +5,7 @@ PKGS    := ./...
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 
-.PHONY: all setup build test bench demo lint fmt clean schema
+.PHONY: all setup build test bench demo lint fmt clean schema e2e-otel
 
 all: build
 
@@ -17,6 +17,11 @@ build:
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# The seed workflow against a real trace backend (Jaeger, built from
+# tools/jaeger): the failed attempt's trace and the rollback's link.
+e2e-otel: build
+	./scripts/e2e-otel.sh
 
 bench: build
 	./scripts/bench.sh
