@@ -10,7 +10,13 @@ cd "$root"
 (cd tools/jaeger && go build -o "$root/bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
 work="$(mktemp -d)"
 jpid=""
-cleanup() { [ -n "$jpid" ] && kill "$jpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+cleanup() {
+  if [ -n "$jpid" ]; then
+    kill "$jpid" 2>/dev/null || true
+    wait "$jpid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 "$root/bin/jaeger" > "$work/jaeger.log" 2>&1 &
 jpid=$!
