@@ -101,39 +101,61 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.
 	return tp, tp.Shutdown, nil
 }
 
-// The configured endpoint, headers and insecure flag apply only where the
-// matching OTEL_* variable is unset: the SDK reads those itself.
-func httpExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
-	var opts []otlptracehttp.Option
+// otlpSettings are the configured values that apply: each only where the
+// matching OTEL_* variable is unset, since the SDK reads those itself.
+type otlpSettings struct {
+	url, hostPort string // at most one is set
+	headers       map[string]string
+	insecure      bool
+}
+
+func settingsOf(cfg Config) otlpSettings {
+	var o otlpSettings
 	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
 		if hasScheme(cfg.Endpoint) {
-			opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+			o.url = cfg.Endpoint
 		} else {
-			opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
+			o.hostPort = cfg.Endpoint
 		}
 	}
 	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
-		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
+		o.headers = cfg.Headers
 	}
-	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
+	o.insecure = cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+	return o
+}
+
+func httpExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+	o := settingsOf(cfg)
+	var opts []otlptracehttp.Option
+	if o.url != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(o.url))
+	}
+	if o.hostPort != "" {
+		opts = append(opts, otlptracehttp.WithEndpoint(o.hostPort))
+	}
+	if o.headers != nil {
+		opts = append(opts, otlptracehttp.WithHeaders(o.headers))
+	}
+	if o.insecure {
 		opts = append(opts, otlptracehttp.WithInsecure())
 	}
 	return otlptracehttp.New(ctx, opts...)
 }
 
 func grpcExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
+	o := settingsOf(cfg)
 	var opts []otlptracegrpc.Option
-	if cfg.Endpoint != "" && !setEnv("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-		if hasScheme(cfg.Endpoint) {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
-		} else {
-			opts = append(opts, otlptracegrpc.WithEndpoint(cfg.Endpoint))
-		}
+	if o.url != "" {
+		opts = append(opts, otlptracegrpc.WithEndpointURL(o.url))
 	}
-	if len(cfg.Headers) > 0 && !setEnv("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS") {
-		opts = append(opts, otlptracegrpc.WithHeaders(cfg.Headers))
+	if o.hostPort != "" {
+		opts = append(opts, otlptracegrpc.WithEndpoint(o.hostPort))
 	}
-	if cfg.Insecure && !setEnv("OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE") {
+	if o.headers != nil {
+		opts = append(opts, otlptracegrpc.WithHeaders(o.headers))
+	}
+	if o.insecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	}
 	return otlptracegrpc.New(ctx, opts...)

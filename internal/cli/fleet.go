@@ -259,19 +259,30 @@ func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// joinFleet connects a worker or dispatcher and makes sure the fleet's
+// streams and buckets exist with the configured replicas.
+func (a *app) joinFleet(ctx context.Context, name string) (*nats.Conn, error) {
+	nc, js, err := a.natsConn(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := embedded.Setup(ctx, js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
 func (a *app) workerCmd() *cobra.Command {
 	var id, httpAddr string
 	c := &cobra.Command{
 		Use: "worker --nats URL [--id ID] [--http HOST:PORT]", Short: "Join a fleet as a worker serving the vaults under --home", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			nc, js, err := a.natsConn("avfs-worker")
+			nc, err := a.joinFleet(cmd.Context(), "avfs-worker")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
-				return err
-			}
 			if id == "" {
 				id = newWorkerID()
 			}
@@ -323,14 +334,11 @@ func (a *app) dispatcherCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "dispatcher --nats URL", Short: "Join a fleet as a dispatcher", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			nc, js, err := a.natsConn("avfs-dispatcher")
+			nc, err := a.joinFleet(cmd.Context(), "avfs-dispatcher")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			if err := embedded.Setup(cmd.Context(), js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
-				return err
-			}
 			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log, Tracer: a.tracer})
 			if err != nil {
 				return err
