@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -58,11 +59,10 @@ type Dispatcher struct {
 	// missing at the last rescue pass: a second miss means dead.
 	suspects map[string]bool
 
-	// owned mirrors the owners bucket through a KV watch, so routing a
-	// request to a live owner costs no KV round trip. Changes (claims,
+	// owned mirrors the owners bucket (set by Run), so routing a request
+	// to a live owner costs no KV round trip. Changes (claims,
 	// reassignments) still go through compare-and-set on the bucket.
-	ownedMu sync.RWMutex
-	owned   map[string]messages.Owner
+	owned *owners.Cache
 }
 
 // New returns a dispatcher on nc; the fleet's streams must exist.
@@ -83,48 +83,16 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 		return nil, fmt.Errorf("owners bucket: %w", err)
 	}
 	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID),
-		tracer: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/dispatcher"), suspects: map[string]bool{},
-		owned: map[string]messages.Owner{}}, nil
-}
-
-// watchOwners keeps owned in step with the owners bucket until ctx ends.
-func (d *Dispatcher) watchOwners(ctx context.Context) error {
-	w, err := d.owners.WatchAll(ctx)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					continue // the initial values are all delivered
-				}
-				d.ownedMu.Lock()
-				var o messages.Owner
-				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &o) == nil {
-					d.owned[e.Key()] = o
-				} else {
-					delete(d.owned, e.Key())
-				}
-				d.ownedMu.Unlock()
-			}
-		}
-	}()
-	return nil
+		tracer: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/dispatcher"), suspects: map[string]bool{}}, nil
 }
 
 // Run routes until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	if err := d.watchOwners(ctx); err != nil {
+	owned, err := owners.Watch(ctx, d.owners)
+	if err != nil {
 		return fmt.Errorf("watch owners: %w", err)
 	}
+	d.owned = owned
 	deadSub, err := d.watchDead(ctx)
 	if err != nil {
 		return fmt.Errorf("watch dead letters: %w", err)
@@ -401,9 +369,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		return d.leastLoaded(ctx, ns)
 	}
 	key := ns + "." + vault
-	d.ownedMu.RLock()
-	o, cached := d.owned[key]
-	d.ownedMu.RUnlock()
+	o, cached := d.owned.Cached(ns, vault)
 	if cached && op != messages.OpVaultFork && d.alive(ctx, o.Worker) {
 		return o.Worker, nil
 	}

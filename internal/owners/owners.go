@@ -1,0 +1,103 @@
+package owners
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// Key is a vault's key in messages.BucketOwners.
+func Key(ns, vault string) string { return ns + "." + vault }
+
+// Cache mirrors messages.BucketOwners.
+type Cache struct {
+	kv jetstream.KeyValue
+	mu sync.RWMutex
+	m  map[string]messages.Owner
+}
+
+// Watch starts a cache of kv that follows its changes until ctx ends. It
+// returns once the bucket's current values are loaded.
+func Watch(ctx context.Context, kv jetstream.KeyValue) (*Cache, error) {
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{kv: kv, m: map[string]messages.Owner{}}
+	ready := make(chan struct{})
+	go func() {
+		defer w.Stop()
+		loaded := false
+		for {
+			select {
+			case <-ctx.Done():
+				if !loaded {
+					close(ready)
+				}
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					if !loaded {
+						close(ready)
+					}
+					return
+				}
+				if e == nil { // the initial values are all delivered
+					if !loaded {
+						loaded = true
+						close(ready)
+					}
+					continue
+				}
+				c.apply(e)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c, nil
+}
+
+func (c *Cache) apply(e jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var o messages.Owner
+	if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &o) == nil {
+		c.m[e.Key()] = o
+	} else {
+		delete(c.m, e.Key())
+	}
+}
+
+// Cached returns the owner of ns/vault as last seen by the watch.
+func (c *Cache) Cached(ns, vault string) (messages.Owner, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.m[Key(ns, vault)]
+	return o, ok
+}
+
+// Get reads the owner of ns/vault from the bucket itself, for decisions
+// the watch may not have caught up with yet; ok is false when the vault
+// has no owner.
+func (c *Cache) Get(ctx context.Context, ns, vault string) (o messages.Owner, ok bool, err error) {
+	e, err := c.kv.Get(ctx, Key(ns, vault))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, err
+	}
+	if err := json.Unmarshal(e.Value(), &o); err != nil {
+		return o, false, err
+	}
+	return o, true, nil
+}
