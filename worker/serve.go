@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -71,6 +72,9 @@ type Server struct {
 	busy     int
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
+	// owned mirrors BucketOwners (set by Run): a worker serves a vault
+	// only while it is the vault's owner.
+	owned *owners.Cache
 }
 
 // NewServer returns a worker server for h on nc.
@@ -116,6 +120,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.attempts = kv
 	} else {
 		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, "err", err)
+	}
+	okv, err := s.js.KeyValue(ctx, messages.BucketOwners)
+	if err != nil {
+		return fmt.Errorf("owners bucket: %w", err)
+	}
+	if s.owned, err = owners.Watch(ctx, okv); err != nil {
+		return fmt.Errorf("watch owners: %w", err)
 	}
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
 		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
