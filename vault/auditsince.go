@@ -10,7 +10,8 @@ import (
 )
 
 // AuditSince returns up to limit audit events of every vault of the
-// store with an id above afterID, in id order (0 = 1000). Writers commit
+// store with an id above afterID, in id order (0 = 1000), leaving out the
+// history an import copied from another store. Writers commit
 // one at a time and ids grow with each insert, so an event can never
 // appear later below an id already returned: following by id misses
 // nothing.
@@ -18,7 +19,7 @@ func (s *Store) AuditSince(ctx context.Context, afterID int64, limit int) ([]Eve
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, time, namespace, vault, action, path, actor, request_id, trace_id, details FROM audit WHERE id>? ORDER BY id LIMIT ?`, afterID, limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, time, namespace, vault, action, path, actor, request_id, trace_id, details FROM audit WHERE id>? AND imported=0 ORDER BY id LIMIT ?`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit since %d: %w", afterID, mapSQLErr(err))
 	}

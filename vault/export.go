@@ -20,11 +20,25 @@ type TransferResult struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// Export writes vault ns/name, with its checkpoints and audit log, to file:
-// one self-contained SQLite database (journal mode DELETE, no side files)
-// holding exactly the nodes and chunks the vault references, whatever it
-// shares with other vaults here. An existing file is replaced atomically.
+// Export writes vault ns/name, with its checkpoints, audit log and request
+// log, to file: one self-contained SQLite database (journal mode DELETE,
+// no side files) holding exactly the nodes and chunks the vault
+// references, whatever it shares with other vaults here. An existing file
+// is replaced atomically.
 func (s *Store) Export(ctx context.Context, ns, name, file string) (TransferResult, error) {
+	return s.export(ctx, ns, name, file, true)
+}
+
+// ExportManifest writes what Export writes except the chunks' data: the
+// vault's trees name their content by hash only. A receiver fetches the
+// chunks it lacks (ManifestChunks, MissingChunks, PutChunk) before it
+// imports the manifest, so moving a vault between stores moves only the
+// content the receiver does not have.
+func (s *Store) ExportManifest(ctx context.Context, ns, name, file string) (TransferResult, error) {
+	return s.export(ctx, ns, name, file, false)
+}
+
+func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bool) (TransferResult, error) {
 	v := s.Vault(ns, name)
 	info, err := v.Info(ctx)
 	if err != nil {
@@ -56,11 +70,18 @@ func (s *Store) Export(ctx context.Context, ns, name, file string) (TransferResu
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
+			`INSERT INTO ex.requests SELECT r.* FROM requests r JOIN vaults v ON r.namespace = v.namespace AND r.vault = v.name WHERE v.id=?1`,
+		}
+		if !withChunks {
+			stmts = append(stmts, `INSERT INTO ex.meta(key, value) VALUES('chunks', 'by-hash')`)
 		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, id); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
+		}
+		if !withChunks {
+			return nil
 		}
 		// Chunks: the distinct hashes the exported nodes list.
 		return copyChunks(ctx, c, "ex.nodes", "main.chunks", "ex.chunks")
@@ -164,8 +185,29 @@ func withAttached(ctx context.Context, s *Store, file, alias, begin string, fn f
 
 // Import restores a file written by Export as vault ns/name. The imported
 // nodes get new ids and start frozen, so they can never collide with or
-// change anything already in this store.
+// change anything already in this store. The audit history it copies is
+// marked imported: AuditSince, which feeds the audit stream, skips it.
+// A manifest (ExportManifest) imports once this store has its chunks.
 func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
+	return s.importFile(ctx, file, ns, name, meta, false)
+}
+
+// Replace imports file as Import does, in one transaction with deleting
+// the vault ns/name this store holds, if any: a worker taking a vault
+// over swaps its outdated copy for the current one, and a crash leaves
+// one or the other.
+func (s *Store) Replace(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
+	res, err := s.importFile(ctx, file, ns, name, meta, true)
+	if err != nil {
+		return res, err
+	}
+	if _, err := s.GC(ctx); err != nil {
+		return res, fmt.Errorf("replace %q: gc: %w", name, err)
+	}
+	return res, nil
+}
+
+func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta, replace bool) (TransferResult, error) {
 	if err := ValidVaultName(ns); err != nil {
 		return TransferResult{}, err
 	}
@@ -185,8 +227,19 @@ func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (T
 		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM vaults WHERE namespace=? AND name=?`, ns, name).Scan(&n); err != nil {
 			return err
 		}
-		if n > 0 {
+		if n > 0 && !replace {
 			return fmt.Errorf("vault %q: %w", name, ErrVaultExists)
+		}
+		if n > 0 {
+			for _, q := range []string{
+				`DELETE FROM checkpoints WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
+				`DELETE FROM vaults WHERE namespace=?1 AND name=?2`,
+				`DELETE FROM requests WHERE namespace=?1 AND vault=?2`,
+			} {
+				if _, err := c.ExecContext(ctx, q, ns, name); err != nil {
+					return fmt.Errorf("replace: %w", mapSQLErr(err))
+				}
+			}
 		}
 		var oldID int64
 		if err := c.QueryRowContext(ctx, `SELECT id FROM im.vaults`).Scan(&oldID); err != nil {
@@ -210,11 +263,24 @@ func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (T
 			`INSERT INTO nodes(id, vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks) SELECT id + ?1, ?2, 0, ino, kind, mode, size, mtime, ctime, target, chunks FROM im.nodes`,
 			`INSERT INTO dirents(dir, name, child) SELECT dir + ?1, name, child + ?1 FROM im.dirents`,
 			`INSERT INTO checkpoints(vault, name, root, created_at, message, auto, files, dirs, bytes, next_ino, trace) SELECT ?2, name, root + ?1, created_at, message, auto, files, dirs, bytes, next_ino, trace FROM im.checkpoints`,
-			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details FROM im.audit ORDER BY id`,
+			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, imported) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details, 1 FROM im.audit ORDER BY id`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, 'vault.import', '/', ?6, ?7, ?8, json_object('file', ?9))`,
 		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file)); err != nil {
+				return fmt.Errorf("copy: %w", mapSQLErr(err))
+			}
+		}
+		// The request log travels with the vault, so that a request
+		// redelivered to its new worker returns the stored result. The
+		// ids are only kept when the vault keeps its name: under another
+		// name they would answer for a vault they did not change.
+		var oldNS, oldName string
+		if err := c.QueryRowContext(ctx, `SELECT namespace, name FROM im.vaults`).Scan(&oldNS, &oldName); err != nil {
+			return err
+		}
+		if oldNS == ns && oldName == name {
+			if _, err := c.ExecContext(ctx, `INSERT INTO requests SELECT * FROM im.requests WHERE true ON CONFLICT(request_id) DO NOTHING`); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
 		}

@@ -141,9 +141,15 @@ CREATE TABLE IF NOT EXISTS audit(
 	actor TEXT NOT NULL DEFAULT '',
 	request_id TEXT NOT NULL DEFAULT '',
 	trace_id TEXT NOT NULL DEFAULT '',
-	details TEXT NOT NULL DEFAULT '{}'
+	details TEXT NOT NULL DEFAULT '{}',
+	imported INTEGER NOT NULL DEFAULT 0 -- copied from another store: history, not a new event
 );
 CREATE INDEX IF NOT EXISTS audit_vault ON audit(vault_id, id);
+CREATE TABLE IF NOT EXISTS remote_chunks(
+	remote TEXT NOT NULL,
+	hash BLOB NOT NULL,
+	PRIMARY KEY(remote, hash)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS requests(
 	request_id TEXT PRIMARY KEY,
 	namespace TEXT NOT NULL,
@@ -192,7 +198,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
 	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: migrate: %w", path, mapSQLErr(err))
+	}
 	return s, nil
+}
+
+// migrate brings a store created by an older version up to the schema:
+// columns added since are appended, as CREATE TABLE puts them last too.
+func migrate(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('audit') WHERE name='imported'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE audit ADD COLUMN imported INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close closes the prepared statements and the database.

@@ -1,0 +1,193 @@
+package vault
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Hash names a chunk: the SHA-256 of its data.
+type Hash [hashLen]byte
+
+// String is the hash in hex, as object names and logs show it.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// ParseHash reads a hash written by Hash.String.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != hashLen {
+		return h, fmt.Errorf("chunk hash %q: %w", s, ErrInvalidArgument)
+	}
+	return Hash(b), nil
+}
+
+// ManifestChunks lists the distinct chunks the nodes of an export file
+// (Export or ExportManifest) reference, in no particular order.
+func ManifestChunks(ctx context.Context, file string) ([]Hash, error) {
+	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", file, err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT chunks FROM nodes WHERE chunks IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s is not an avfs vault export: %w", file, ErrInvalidArgument)
+	}
+	defer rows.Close()
+	seen := map[Hash]struct{}{}
+	var out []Hash
+	for rows.Next() {
+		var list []byte
+		if err := rows.Scan(&list); err != nil {
+			return nil, mapSQLErr(err)
+		}
+		for i := 0; i+hashLen <= len(list); i += hashLen {
+			h := Hash(list[i : i+hashLen])
+			if _, ok := seen[h]; !ok {
+				seen[h] = struct{}{}
+				out = append(out, h)
+			}
+		}
+	}
+	return out, mapSQLErr(rows.Err())
+}
+
+// MissingChunks returns the hashes of hs this store holds no chunk for.
+func (s *Store) MissingChunks(ctx context.Context, hs []Hash) ([]Hash, error) {
+	st, err := s.prepared(ctx, `SELECT 1 FROM chunks WHERE hash=?`)
+	if err != nil {
+		return nil, err
+	}
+	var out []Hash
+	for _, h := range hs {
+		var one int
+		err := st.QueryRowContext(ctx, h[:]).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			out = append(out, h)
+			continue
+		}
+		if err != nil {
+			return nil, mapSQLErr(err)
+		}
+	}
+	return out, nil
+}
+
+// Chunk returns the data of chunk h.
+func (s *Store) Chunk(ctx context.Context, h Hash) ([]byte, error) {
+	st, err := s.prepared(ctx, `SELECT data FROM chunks WHERE hash=?`)
+	if err != nil {
+		return nil, err
+	}
+	var data []byte
+	err = st.QueryRowContext(ctx, h[:]).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("chunk %s: %w", h, ErrNotFound)
+	}
+	return data, mapSQLErr(err)
+}
+
+// PutChunks stores chunks received from elsewhere, each under its hash
+// after checking that the data has it, in one transaction. A chunk no
+// node references yet is harmless: GC frees it if no import follows.
+func (s *Store) PutChunks(ctx context.Context, chunks map[Hash][]byte) error {
+	for h, data := range chunks {
+		if sha256.Sum256(data) != h {
+			return fmt.Errorf("chunk %s: data does not match its hash: %w", h, ErrInvalidArgument)
+		}
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	conn, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("put chunks: begin: %w", err)
+	}
+	st, err := s.writerStmt(ctx, `INSERT INTO chunks(hash, data) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING`)
+	for h, data := range chunks {
+		if err != nil {
+			break
+		}
+		_, err = st.ExecContext(ctx, h[:], data)
+		err = mapSQLErr(err)
+	}
+	if err == nil {
+		err = s.commit(ctx)
+	}
+	if err != nil {
+		s.rollback(conn)
+		return fmt.Errorf("put chunks: %w", err)
+	}
+	return nil
+}
+
+// Unsent returns the hashes of hs not yet recorded (MarkSent) as held by
+// remote, a name for a place chunks are copied to.
+func (s *Store) Unsent(ctx context.Context, remote string, hs []Hash) ([]Hash, error) {
+	st, err := s.prepared(ctx, `SELECT 1 FROM remote_chunks WHERE remote=? AND hash=?`)
+	if err != nil {
+		return nil, err
+	}
+	var out []Hash
+	for _, h := range hs {
+		var one int
+		err := st.QueryRowContext(ctx, remote, h[:]).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			out = append(out, h)
+			continue
+		}
+		if err != nil {
+			return nil, mapSQLErr(err)
+		}
+	}
+	return out, nil
+}
+
+// MarkSent records that remote holds the chunks hs.
+func (s *Store) MarkSent(ctx context.Context, remote string, hs []Hash) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	conn, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("mark sent: begin: %w", err)
+	}
+	st, err := s.writerStmt(ctx, `INSERT INTO remote_chunks(remote, hash) VALUES(?, ?) ON CONFLICT DO NOTHING`)
+	for _, h := range hs {
+		if err != nil {
+			break
+		}
+		_, err = st.ExecContext(ctx, remote, h[:])
+		err = mapSQLErr(err)
+	}
+	if err == nil {
+		err = s.commit(ctx)
+	}
+	if err != nil {
+		s.rollback(conn)
+		return fmt.Errorf("mark sent: %w", err)
+	}
+	return nil
+}
+
+// ID returns the store's identity, made once at random: processes that
+// open the same file share it, so it tells whether two workers see the
+// same vaults.
+func (s *Store) ID(ctx context.Context) (string, error) {
+	if id, ok, err := s.Meta(ctx, "store_id"); err != nil || ok {
+		return id, err
+	}
+	b := make([]byte, 12)
+	rand.Read(b)
+	s.wmu.Lock()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('store_id', ?) ON CONFLICT(key) DO NOTHING`, hex.EncodeToString(b))
+	s.wmu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("store id: %w", mapSQLErr(err))
+	}
+	id, _, err := s.Meta(ctx, "store_id") // another process may have won
+	return id, err
+}
