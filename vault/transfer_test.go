@@ -56,7 +56,7 @@ func TestMoveByHashSendsOnlyMissingChunks(t *testing.T) {
 	}
 	v := a.Vault("ns", "v")
 	big := bytes.Repeat([]byte("avfs chunk data "), 3*ChunkSize/16) // 3 chunks, all alike
-	big[ChunkSize] = 'X'                                               // now 2 distinct
+	big[ChunkSize] = 'X'                                            // now 2 distinct
 	must(t, v.Update(ctx, Meta{}, func(tx *Tx) error {
 		_, err := tx.WriteFile("/big", big, WriteOptions{})
 		return err
