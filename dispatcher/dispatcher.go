@@ -209,7 +209,7 @@ func (d *Dispatcher) reroute(ctx context.Context, msg jetstream.Msg, dead string
 	if vault == messages.NoVault {
 		vault = ""
 	}
-	w, err := d.place(ctx, ns, vault, op, msg.Data())
+	w, err := d.place(ctx, ns, vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	span.SetAttributes(attribute.String("avfs.op", string(op)), attribute.String("avfs.namespace", ns), attribute.String("avfs.vault", vault))
-	w, err := d.place(ctx, ns, vault, op, msg.Data())
+	w, err := d.place(ctx, ns, vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -363,12 +363,13 @@ func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, er
 	return ws[h%n].ID, nil
 }
 
-// place finds the worker for a request, claiming or reassigning ownership.
-func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op, body []byte) (string, error) {
+// place finds the worker for request rid, claiming or reassigning
+// ownership.
+func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op, rid string, body []byte) (string, error) {
 	if vault == "" {
 		return d.leastLoaded(ctx, ns)
 	}
-	key := ns + "." + vault
+	key := owners.Key(ns, vault)
 	o, cached := d.owned.Cached(ns, vault)
 	if cached && op != messages.OpVaultFork && d.alive(ctx, o.Worker) {
 		return o.Worker, nil
@@ -381,11 +382,11 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 			if err != nil {
 				return "", err
 			}
-			b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1})
+			b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1, Request: rid})
 			if _, err := d.owners.Create(ctx, key, b); err != nil {
 				continue // another dispatcher claimed it first: read again
 			}
-			return w, d.afterPlace(ctx, ns, w, op, body)
+			return w, d.afterPlace(ctx, ns, w, op, rid, body)
 		case err != nil:
 			return "", err
 		}
@@ -394,7 +395,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 			return "", err
 		}
 		if d.alive(ctx, o.Worker) {
-			return o.Worker, d.afterPlace(ctx, ns, o.Worker, op, body)
+			return o.Worker, d.afterPlace(ctx, ns, o.Worker, op, rid, body)
 		}
 		// The owner's heartbeat expired: hand the vault to a live worker.
 		// The epoch fences the old owner if it comes back.
@@ -407,14 +408,17 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 			continue
 		}
 		d.log.Info("reassigned vault", "vault", key, "from", o.Worker, "to", w, "epoch", o.Epoch+1)
-		return w, d.afterPlace(ctx, ns, w, op, body)
+		return w, d.afterPlace(ctx, ns, w, op, rid, body)
 	}
 	return "", fmt.Errorf("place %s: ownership kept changing", key)
 }
 
 // afterPlace records what a request will create: a fork's target lives
-// where its source does, since they share content.
-func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.Op, body []byte) error {
+// where its source does (w), since they share content, unless the fork
+// asks to be spread: then on the least loaded worker, which fetches the
+// content it lacks. A target that already has an owner keeps it; the
+// source's worker refuses the fork if that vault exists.
+func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.Op, rid string, body []byte) error {
 	if op != messages.OpVaultFork {
 		return nil
 	}
@@ -423,8 +427,16 @@ func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.O
 	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req.Args, &args) != nil || args.Target == "" {
 		return nil // the worker answers the malformed request
 	}
-	b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1})
-	if _, err := d.owners.Create(ctx, ns+"."+args.Target, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	key := owners.Key(ns, args.Target)
+	if args.Placement == messages.PlacementSpread {
+		t, err := d.leastLoaded(ctx, key)
+		if err != nil {
+			return err
+		}
+		w = t
+	}
+	b, _ := json.Marshal(messages.Owner{Worker: w, Epoch: 1, Request: rid})
+	if _, err := d.owners.Create(ctx, key, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return err
 	}
 	return nil

@@ -171,8 +171,8 @@ func TestClusterKeepsAcknowledgedWritesWhenANodeStops(t *testing.T) {
 	t.Cleanup(func() { dcancel(); dwg.Wait() })
 
 	w1nc, w2nc := clusterConn(t, servers, 1), clusterConn(t, servers, 2)
-	startWorker(t, w1nc, "w1", nil)
-	startWorker(t, w2nc, "w2", nil)
+	startWorker(t, w1nc, "w1", nil, nil)
+	startWorker(t, w2nc, "w2", nil, nil)
 	if got := []string{connectedTo(dnc), connectedTo(w1nc), connectedTo(w2nc)}; strings.Join(got, ",") != "n1,n2,n3" {
 		t.Fatalf("dispatcher, w1, w2 connected to %v, want n1, n2, n3", got)
 	}

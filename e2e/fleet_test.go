@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/client"
@@ -84,11 +85,16 @@ func (f *fleet) conn() *nats.Conn {
 	return nc
 }
 
-// addWorker starts a worker with its own home and store.
-func (f *fleet) addWorker(id string) {
+// addWorker starts a worker with its own home and store, and returns the
+// store; mp, if given, receives the worker's metrics.
+func (f *fleet) addWorker(id string, mp ...metric.MeterProvider) *vault.Store {
 	f.t.Helper()
 	ctx := context.Background()
-	startWorker(f.t, f.conn(), id, f.tp)
+	var m metric.MeterProvider
+	if len(mp) > 0 {
+		m = mp[0]
+	}
+	store := startWorker(f.t, f.conn(), id, f.tp, m)
 	// Wait for the worker's first heartbeat so placement can see it.
 	c := f.client()
 	deadline := time.Now().Add(10 * time.Second)
@@ -99,7 +105,7 @@ func (f *fleet) addWorker(id string) {
 			for _, w := range st.Workers {
 				if w.ID == id {
 					_ = c
-					return
+					return store
 				}
 			}
 		}
@@ -111,8 +117,8 @@ func (f *fleet) addWorker(id string) {
 }
 
 // startWorker runs worker id on nc, with its own home and store, until
-// the test ends.
-func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider) {
+// the test ends, and returns the store; tp and mp may be nil.
+func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) *vault.Store {
 	t.Helper()
 	home := t.TempDir()
 	ctx := context.Background()
@@ -120,7 +126,7 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := handler.New(st, handler.Options{Worker: id, Tracer: tp})
+	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
 	cleanup, err := worker.Wire(cfg, h, nil)
@@ -140,6 +146,7 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 		cleanup()
 		st.Close()
 	})
+	return st
 }
 
 func (f *fleet) client() *client.Client {

@@ -46,7 +46,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	must(err)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := obs.GetInfo(ctx, messages.ObjectName("default", "hv"))
+		info, err := obs.GetInfo(ctx, messages.ManifestObject("default", "hv"))
 		if err == nil && info.Metadata[messages.ObjectMetaCheckpoint] == "cp1" {
 			if info.Metadata[messages.ObjectMetaEpoch] != "1" || info.Metadata[messages.ObjectMetaWorker] != "m1" {
 				t.Fatalf("pushed object metadata %v", info.Metadata)

@@ -231,6 +231,11 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	if a.Target == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "fork needs a target vault name")
 	}
+	switch a.Placement {
+	case "", messages.PlacementSource, messages.PlacementSpread:
+	default:
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "placement %q: want %q or %q", a.Placement, messages.PlacementSource, messages.PlacementSpread)
+	}
 	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(ctx, req))
 	if err != nil {
 		return nil, err

@@ -38,7 +38,18 @@ type VaultCreateArgs struct {
 type VaultForkArgs struct {
 	Target     string `json:"target"`
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// Placement says where a fleet puts the fork: PlacementSource (the
+	// default) keeps it on its source's worker, where forking copies
+	// nothing; PlacementSpread puts it on the least loaded worker, which
+	// fetches the content it lacks by hash. Parallel attempts spread.
+	Placement string `json:"placement,omitempty"`
 }
+
+// Fork placements (VaultForkArgs.Placement).
+const (
+	PlacementSource = "source"
+	PlacementSpread = "spread"
+)
 
 // VaultTransferArgs: vault.export and vault.import (File is a path on the
 // machine that serves the request).

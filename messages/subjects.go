@@ -107,6 +107,9 @@ const (
 	HeaderTraceParent = "traceparent"
 	HeaderTraceState  = "tracestate"
 	HeaderDeadline    = "Avfs-Deadline" // RFC 3339 time after which the caller stops waiting
+	// HeaderFenced counts how many times workers that no longer owned the
+	// request's vault sent it back to the intake.
+	HeaderFenced = "Avfs-Fenced"
 )
 
 // Fleet plumbing: JetStream streams, KV buckets and the forwarding subject.
@@ -176,6 +179,10 @@ type Member struct {
 type Owner struct {
 	Worker string `json:"worker"`
 	Epoch  int64  `json:"epoch"`
+	// Request is the id of the request that placed the vault (a create or
+	// a fork), so that its worker tells its own placement, and the
+	// request's retries, from a vault that already existed.
+	Request string `json:"request,omitempty"`
 }
 
 // FleetStatus: fleet status.

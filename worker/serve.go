@@ -336,6 +336,10 @@ func (s *Server) process(msg jetstream.Msg) {
 		msg.Ack()
 		return
 	}
+	owner, fenced := s.fence(ctx, msg, req, replyTo)
+	if fenced {
+		return
+	}
 	// Tell JetStream the request is alive while it runs, so a long exec
 	// is not redelivered to another attempt.
 	done := make(chan struct{})
@@ -354,10 +358,14 @@ func (s *Server) process(msg jetstream.Msg) {
 			}
 		}
 	}()
-	s.ho.before(ctx, req) // pull a vault this store lacks
-	rep := s.h.Handle(handler.WithAttempt(ctx, attempt), req)
+	var rep messages.Reply
+	if e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
+		rep = messages.Reply{RequestID: req.RequestID, Error: e}
+	} else {
+		rep = s.h.Handle(handler.WithAttempt(ctx, attempt), req)
+		rep = s.ho.after(ctx, req, rep, owner) // push in the background, or hand a fork over
+	}
 	close(done)
-	s.ho.after(req, rep) // push in the background
 	if rep.Error != nil {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}

@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
+)
+
+// maxFenced is how many times a request may be sent back for routing
+// before it is answered with an error: ownership that keeps moving under
+// it means the fleet is unsettled, and the caller may retry later.
+const maxFenced = 3
+
+// fence decides whether this worker may serve req: a vault is served
+// only by its owner in BucketOwners. A worker that lost a vault (its
+// heartbeat lapsed and the vault was reassigned at a higher epoch) but
+// still receives requests for it, say ones forwarded by a dispatcher
+// whose view lagged, sends them back to the intake, where a dispatcher
+// routes them to the current owner. It reports the owner (Epoch 0 when
+// the fleet records none) and whether the request was dealt with here.
+func (s *Server) fence(ctx context.Context, msg jetstream.Msg, req messages.Request, replyTo string) (messages.Owner, bool) {
+	if req.Vault == "" {
+		return messages.Owner{}, false
+	}
+	o, ok := s.owned.Cached(req.Namespace, req.Vault)
+	if !ok || o.Worker != s.id {
+		// The watch may lag behind a placement made just now: ask the
+		// bucket before refusing.
+		var err error
+		if o, ok, err = s.owned.Get(ctx, req.Namespace, req.Vault); err != nil {
+			s.log.WarnContext(ctx, "owner lookup failed; serving", "vault", req.Vault, "err", err)
+			return messages.Owner{}, false
+		}
+	}
+	if !ok {
+		return messages.Owner{}, false // no fleet placement: a worker addressed directly
+	}
+	if o.Worker == s.id {
+		return o, false
+	}
+	n, _ := strconv.Atoi(msg.Headers().Get(messages.HeaderFenced))
+	if n >= maxFenced {
+		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
+			"vault %q changed owner %d times while this request was routed; retry", req.Vault, n)})
+		msg.Term()
+		return o, true
+	}
+	back := nats.NewMsg(messages.RequestSubject(req.Namespace, req.Vault, req.Op))
+	back.Data = msg.Data()
+	for k, v := range msg.Headers() {
+		back.Header[k] = v
+	}
+	// A new message id per epoch: the intake already holds the request's
+	// own id in its deduplication window.
+	back.Header.Set(nats.MsgIdHdr, req.RequestID+".fenced-"+strconv.FormatInt(o.Epoch, 10))
+	back.Header.Set(messages.HeaderFenced, strconv.Itoa(n+1))
+	telemetry.Inject(ctx, back.Header)
+	if _, err := s.js.PublishMsg(ctx, back); err != nil {
+		s.log.WarnContext(ctx, "fenced request not sent back", "request", req.RequestID, "err", err)
+		msg.Nak() // try again later
+		return o, true
+	}
+	s.log.InfoContext(ctx, "not the owner: request sent back for routing", "vault", req.Vault, "owner", o.Worker, "epoch", o.Epoch, "request", req.RequestID)
+	msg.Ack()
+	return o, true
+}
