@@ -31,10 +31,10 @@ import (
 //     approvals are one entry per id.
 //   - approval.show, .grant, .deny: answered locally when the local store
 //     has the approval. Otherwise the peers are asked approval.show, and
-//     the first that has it (answers anything but APPROVAL_NOT_FOUND)
-//     is the holder: a show returns its answer, a grant or deny goes to
-//     the holder alone. A grant is thus sent to one worker only, and its
-//     pending→running transition there keeps it from running twice.
+//     the first that shows it is the holder: a show returns its answer, a
+//     grant or deny goes to the holder alone. A grant is thus sent to one
+//     worker only (two workers sharing a store would both show it), and
+//     its pending→running transition there keeps it from running twice.
 //
 // A peer answers from its own store and never fans out again.
 
