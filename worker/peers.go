@@ -73,7 +73,9 @@ func fansOut(op messages.Op) bool {
 // endpoint registers the peer subject on svc. It is a micro endpoint, like
 // the status one, so `nats micro stats` counts peer requests per worker;
 // each request runs in its own goroutine, since a micro handler runs on
-// the subscription's goroutine and a grant may run a long command.
+// the subscription's goroutine and a grant may run a long command. Peer
+// requests do not take a slot of Concurrency: two busy workers asking
+// each other would otherwise wait on each other until the timeout.
 func (p *peers) endpoint(svc micro.Service) error {
 	subj := messages.SubjectPeer + "." + p.s.id + ".>"
 	return svc.AddEndpoint("peer", micro.HandlerFunc(func(r micro.Request) {
