@@ -139,6 +139,21 @@ func WorkSubject(w, ns, vault string, op Op) string {
 	return strings.Join([]string{SubjectWork, w, ns, vault, string(op)}, ".")
 }
 
+// Peer requests. A worker answers core-NATS requests on
+// avfs.v1.peer.<worker>.<ns>._.<op> from its own store only: the body is
+// a Request for a namespace-scoped op (vault.list, approval.list, .show,
+// .grant, .deny), the reply a Reply. With a store per machine no single
+// worker sees a namespace whole, so the worker serving such a request
+// asks its live peers here and merges. The tokens mirror WorkSubject
+// (namespace and op are checked against the body the same way); only
+// workers may publish here, since a peer request skips the dispatcher.
+const SubjectPeer = SubjectRoot + ".peer"
+
+// PeerSubject is where a worker asks worker w about namespace ns.
+func PeerSubject(w, ns string, op Op) string {
+	return strings.Join([]string{SubjectPeer, w, ns, NoVault, string(op)}, ".")
+}
+
 // ValidReplyTo reports whether a reply may be published to subj. Replies
 // go only to inboxes: a reply-to naming a request, work or system subject
 // would let a caller make a worker or dispatcher publish a request on its

@@ -72,6 +72,7 @@ type Server struct {
 	busy     int
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
+	pr       *peers        // namespace fan-out to the other workers (peers.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -108,6 +109,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
+	s.pr = newPeers(s)
 	return s
 }
 
@@ -157,6 +159,10 @@ func (s *Server) Run(ctx context.Context) error {
 		cc.Stop()
 		return fmt.Errorf("micro endpoint: %w", err)
 	}
+	if err := s.pr.endpoint(svc); err != nil {
+		cc.Stop()
+		return fmt.Errorf("peer endpoint: %w", err)
+	}
 	if unobserve, err := s.observeQueue(); err != nil {
 		s.log.Warn("queue metrics", "err", err)
 	} else {
@@ -177,6 +183,7 @@ func (s *Server) Run(ctx context.Context) error {
 			cc.Drain()
 			close(s.stop)
 			s.wg.Wait()
+			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			return nil
 		case <-hb.C:
@@ -331,7 +338,8 @@ func (s *Server) process(msg jetstream.Msg) {
 	}
 	// Nobody waits for a request past its caller's deadline: answer it
 	// without running it (the caller retries with the same id if it wants).
-	if dl, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(messages.HeaderDeadline)); err == nil && time.Now().After(dl) {
+	dl, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(messages.HeaderDeadline))
+	if err == nil && time.Now().After(dl) {
 		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeTimeout, "the caller's deadline %s passed before the request ran", dl.Format(time.RFC3339))})
 		msg.Ack()
 		return
@@ -363,6 +371,7 @@ func (s *Server) process(msg jetstream.Msg) {
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
 		rep = s.h.Handle(handler.WithAttempt(ctx, attempt), req)
+		rep = s.pr.handle(ctx, req, rep, dl)   // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner) // push in the background, or hand a fork over
 	}
 	close(done)
