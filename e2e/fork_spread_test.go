@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+		"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/avfs/avfs/messages"
+)
+
+// handoffChunks reads a worker's avfs.handoff.chunks counter by direction.
+func handoffChunks(t *testing.T, r *sdkmetric.ManualReader) (sent, fetched int64) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			d, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != "avfs.handoff.chunks" || !ok {
+				continue
+			}
+			for _, p := range d.DataPoints {
+				switch v, _ := p.Attributes.Value("direction"); v {
+				case attribute.StringValue("sent"):
+					sent += p.Value
+				case attribute.StringValue("fetched"):
+					fetched += p.Value
+				}
+			}
+		}
+	}
+	return sent, fetched
+}
+
+// waitPushed waits until the manifest of ns/vault in the object store
+// says it was pushed for checkpoint cp.
+func waitPushed(t *testing.T, obs jetstream.ObjectStore, ns, vault, cp string) jetstream.ObjectInfo {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := obs.GetInfo(context.Background(), messages.ManifestObject(ns, vault))
+		if err == nil && info.Metadata[messages.ObjectMetaCheckpoint] == cp {
+			return *info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s was never pushed for checkpoint %s: %v", ns, vault, cp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForkOnAnotherWorkerMovesOnlyMissingChunks spreads forks of a vault
+// over two workers with separate stores: a fork that lands on the other
+// worker is served there with the source's content, the content crosses
+// once however many forks follow, and a change made there sends only its
+// own chunk back. A request for the fork sent to the source's worker,
+// which keeps an outdated copy, is served by the fork's owner.
+func TestForkOnAnotherWorkerMovesOnlyMissingChunks(t *testing.T) {
+	f := startFleet(t)
+	readers := map[string]*sdkmetric.ManualReader{}
+	for _, id := range []string{"w1", "w2"} {
+		readers[id] = sdkmetric.NewManualReader()
+		f.addWorker(id, sdkmetric.NewMeterProvider(sdkmetric.WithReader(readers[id])))
+	}
+	c := f.client()
+	ctx := context.Background()
+	js, _ := jetstream.New(f.conn())
+	obs, err := js.ObjectStore(ctx, messages.BucketVaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([]byte, 1<<20) // 16 chunks of 64 KiB
+	rand.Read(big)
+	must(c.Call(ctx, "default", "base", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	must(c.Call(ctx, "default", "base", messages.OpWrite, messages.WriteArgs{Path: "/big.bin", Content: big}, nil))
+	must(c.Call(ctx, "default", "base", messages.OpWrite, messages.WriteArgs{Path: "/small.txt", Content: []byte("small")}, nil))
+	must(c.Call(ctx, "default", "base", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c1"}, nil))
+	var info messages.VaultResult
+	must(c.Call(ctx, "default", "base", messages.OpVaultInfo, nil, &info))
+	src := info.Vault.Worker
+	other := map[string]string{"w1": "w2", "w2": "w1"}[src]
+	waitPushed(t, obs, "default", "base", "c1")
+	if sent, _ := handoffChunks(t, readers[src]); sent != 17 {
+		t.Fatalf("%s sent %d chunks for base, want 17", src, sent)
+	}
+
+	// Spread forks until two land on the other worker; placement hashes
+	// the name among equally loaded workers, so this is deterministic.
+	var away []string
+	for i := 0; len(away) < 2; i++ {
+		if i == 16 {
+			t.Fatalf("16 spread forks, %d on %s", len(away), other)
+		}
+		name := fmt.Sprintf("try%02d", i)
+		var fr messages.ForkResult
+		must(c.Call(ctx, "default", "base", messages.OpVaultFork, messages.VaultForkArgs{Target: name, Checkpoint: "c1", Placement: messages.PlacementSpread}, &fr))
+		if fr.Vault.Worker == other {
+			away = append(away, name)
+		}
+	}
+	for i, name := range away {
+		var cat messages.CatResult
+		must(c.Call(ctx, "default", name, messages.OpCat, messages.PathArgs{Path: "/big.bin"}, &cat))
+		if cat.ContentBase64 == nil {
+			t.Fatalf("fork %s: /big.bin came back as text", name)
+		}
+		if got, err := base64.StdEncoding.DecodeString(*cat.ContentBase64); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("fork %s on %s: /big.bin differs from its source", name, other)
+		}
+		var vi messages.VaultResult
+		must(c.Call(ctx, "default", name, messages.OpVaultInfo, nil, &vi))
+		if vi.Vault.Worker != other {
+			t.Fatalf("fork %s served by %s, want %s", name, vi.Vault.Worker, other)
+		}
+		if _, fetched := handoffChunks(t, readers[other]); fetched != 17 {
+			t.Fatalf("after fork %d on %s: %d chunks fetched, want 17 (the first fork fetches all, later ones none)", i+1, other, fetched)
+		}
+	}
+	if sent, _ := handoffChunks(t, readers[src]); sent != 17 {
+		t.Fatalf("%s sent %d chunks after the forks, want still 17", src, sent)
+	}
+
+	// A change on the other worker sends one chunk.
+	name := away[0]
+	must(c.Call(ctx, "default", name, messages.OpWrite, messages.WriteArgs{Path: "/new.txt", Content: []byte("made on " + other)}, nil))
+	must(c.Call(ctx, "default", name, messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c2"}, nil))
+	waitPushed(t, obs, "default", name, "c2")
+	if sent, _ := handoffChunks(t, readers[other]); sent != 1 {
+		t.Fatalf("%s sent %d chunks for one new file, want 1", other, sent)
+	}
+
+	// The source's worker keeps a copy of the fork. A write it gets for
+	// the fork (say from a dispatcher whose view lagged) must reach the
+	// fork's owner, not that copy.
+	rep := f.askWorker(src, "default", name, messages.OpWrite, messages.WriteArgs{Path: "/via-source.txt", Content: []byte("fenced")})
+	if rep.Error != nil {
+		t.Fatalf("write to %s sent to %s: %v", name, src, rep.Error)
+	}
+	var cat messages.CatResult
+	if err := c.Call(ctx, "default", name, messages.OpCat, messages.PathArgs{Path: "/via-source.txt"}, &cat); err != nil || *cat.Content != "fenced" {
+		t.Fatalf("a write sent to the fork's former worker did not reach its owner: %v", err)
+	}
+}
