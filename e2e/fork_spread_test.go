@@ -5,7 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-		"fmt"
+	"fmt"
 	"testing"
 	"time"
 
