@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -156,5 +158,61 @@ func TestForkOnAnotherWorkerMovesOnlyMissingChunks(t *testing.T) {
 	var cat messages.CatResult
 	if err := c.Call(ctx, "default", name, messages.OpCat, messages.PathArgs{Path: "/via-source.txt"}, &cat); err != nil || *cat.Content != "fenced" {
 		t.Fatalf("a write sent to the fork's former worker did not reach its owner: %v", err)
+	}
+}
+
+// TestParallelAttemptsSpreadAcrossWorkers runs 16 attempts of one base
+// through the Go client on two workers with separate stores: the forks
+// land on both, each attempt sees the base's files and reports its own
+// change, and only the best attempt's fork is kept.
+func TestParallelAttemptsSpreadAcrossWorkers(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	f.addWorker("w2")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "base", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "default", "base", messages.OpWrite, messages.WriteArgs{Path: "/src.txt", Content: []byte("from base")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "default", "base", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "ready"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var cmds []messages.ExecArgs
+	for i := range 16 {
+		cmds = append(cmds, messages.ExecArgs{Shell: fmt.Sprintf("cat src.txt; echo %d > out.txt", i)})
+	}
+	res, err := c.RunAttempts(ctx, "default", client.Attempts{From: "base", Checkpoint: "ready", Commands: cmds, Keep: "best"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byWorker := map[string]int{}
+	for i, at := range res.Attempts {
+		e := at.Envelope
+		if at.Error != nil || e == nil {
+			t.Fatalf("attempt %d: %v", i, at.Error)
+		}
+		if e.Status != messages.StatusCompleted || e.Stdout != "from base" || len(e.Changes.Added) != 1 || e.Changes.Added[0].Path != "/out.txt" {
+			t.Fatalf("attempt %d: %+v", i, e)
+		}
+		if at.Fork.Vault.Worker != e.Worker {
+			t.Fatalf("attempt %d: forked onto %s, ran on %s", i, at.Fork.Vault.Worker, e.Worker)
+		}
+		byWorker[e.Worker]++
+	}
+	if len(byWorker) != 2 {
+		t.Fatalf("16 attempts all ran on %v", byWorker)
+	}
+	if res.Best == nil || len(res.Kept) != 1 || res.Kept[0] != *res.Best {
+		t.Fatalf("best %v, kept %v", res.Best, res.Kept)
+	}
+	for _, at := range res.Attempts {
+		err := c.Call(ctx, "default", at.Vault, messages.OpVaultInfo, nil, nil)
+		var e *messages.Error
+		if kept := at.Vault == *res.Best; kept != (err == nil) || (!kept && (!errors.As(err, &e) || e.Code != messages.CodeVaultNotFound)) {
+			t.Fatalf("%s (kept %v) after the run: %v", at.Vault, kept, err)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package messages
 
+import "strings"
+
 // EnvelopeSchema is the schema tag of every ExecutionEnvelope.
 const EnvelopeSchema = "avfs.execution_envelope.v1"
 
@@ -104,4 +106,13 @@ type PolicyCheckArgs struct {
 // PolicyCheckResult: policy.check.
 type PolicyCheckResult struct {
 	Decision Decision `json:"decision"`
+}
+
+// CommandLine is how the command reads in logs, tables and checkpoint
+// messages.
+func (a ExecArgs) CommandLine() string {
+	if a.Shell != "" {
+		return a.Shell
+	}
+	return strings.Join(a.Argv, " ")
 }

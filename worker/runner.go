@@ -247,7 +247,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		// No request id: the request log keeps it for the exec's result.
 		// The span context is kept so that a restore links back here.
 		sctx, span := r.tracer.Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", true)))
-		_, err := v.SaveCheckpoint(sctx, name, "before: "+commandLine(a), true,
+		_, err := v.SaveCheckpoint(sctx, name, "before: "+a.CommandLine(), true,
 			vault.Meta{Actor: req.Actor, TraceID: env.TraceID, Trace: telemetry.Serialize(sctx)})
 		endSpan(span, err)
 		if err != nil {
@@ -354,13 +354,6 @@ func (r *Runner) stored(ctx context.Context, id string) (messages.Envelope, bool
 		return env, false, err
 	}
 	return env, true, nil
-}
-
-func commandLine(a messages.ExecArgs) string {
-	if a.Shell != "" {
-		return a.Shell
-	}
-	return strings.Join(a.Argv, " ")
 }
 
 // environ is the command's environment: allow-listed host variables,

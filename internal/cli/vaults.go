@@ -80,13 +80,13 @@ func (a *app) vaultCmd() *cobra.Command {
 			return a.show(raw, &out)
 		},
 	}
-	var forkCheckpoint string
+	var forkCheckpoint, forkPlacement string
 	var forkUse bool
 	fork := &cobra.Command{
 		Use: "fork SRC DST", Short: "Fork a vault (copies no content)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out messages.ForkResult
-			raw, err := a.do(cmd.Context(), messages.OpVaultFork, args[0], messages.VaultForkArgs{Target: args[1], Checkpoint: forkCheckpoint}, &out)
+			raw, err := a.do(cmd.Context(), messages.OpVaultFork, args[0], messages.VaultForkArgs{Target: args[1], Checkpoint: forkCheckpoint, Placement: forkPlacement}, &out)
 			if err != nil {
 				return err
 			}
@@ -100,6 +100,7 @@ func (a *app) vaultCmd() *cobra.Command {
 	}
 	fork.Flags().StringVar(&forkCheckpoint, "checkpoint", "", "fork the state saved in this checkpoint instead of the current tree")
 	fork.Flags().BoolVar(&forkUse, "use", false, "make the fork the default vault")
+	fork.Flags().StringVar(&forkPlacement, "placement", "", "in a fleet: source (default: the source's worker, nothing copied) or spread (the least loaded worker, which fetches the content it lacks)")
 
 	var yes bool
 	del := &cobra.Command{

@@ -1,0 +1,163 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
+)
+
+// Doer answers requests: a *Client, or anything that serves them the same
+// way (the CLI's in-process handler).
+type Doer interface {
+	Do(ctx context.Context, req messages.Request) (messages.Reply, error)
+}
+
+// Attempts describes a parallel attempts run: fork From (at Checkpoint, if
+// set) once per command, run each command in its fork, all at once.
+type Attempts struct {
+	From       string
+	Checkpoint string
+	Commands   []messages.ExecArgs
+	// Keep says which forks remain afterwards: "all" (default), "best"
+	// (the fastest that exited 0) or "none".
+	Keep string
+	// Placement of the forks (messages.VaultForkArgs): default
+	// messages.PlacementSpread, so the attempts run across the fleet's
+	// workers.
+	Placement string
+	// Actor is recorded in the vaults' audit logs.
+	Actor string
+	// Tracer records an attempts.run span over the forks and execs,
+	// each exec linked to its fork; nil means no tracing.
+	Tracer trace.TracerProvider
+}
+
+// RunAttempts runs a on the fleet c is connected to, in namespace ns.
+func (c *Client) RunAttempts(ctx context.Context, ns string, a Attempts) (messages.AttemptsResult, error) {
+	if a.Tracer == nil {
+		a.Tracer = c.Tracer
+	}
+	return RunAttempts(ctx, c, ns, a)
+}
+
+// RunAttempts runs a through d in namespace ns. An attempt whose fork or
+// exec fails carries its error; the run fails only when a is malformed or
+// an unkept fork cannot be deleted.
+func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.AttemptsResult, error) {
+	if a.From == "" {
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "attempts need a vault to fork")
+	}
+	if len(a.Commands) == 0 {
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "attempts need at least one command")
+	}
+	switch a.Keep {
+	case "":
+		a.Keep = "all"
+	case "all", "best", "none":
+	default:
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "keep %q: want best, all or none", a.Keep)
+	}
+	if a.Placement == "" {
+		a.Placement = messages.PlacementSpread
+	}
+	call := func(ctx context.Context, op messages.Op, vault string, args, out any) error {
+		req := messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: NewRequestID(), Actor: a.Actor}
+		if args != nil {
+			b, err := json.Marshal(args)
+			if err != nil {
+				return err
+			}
+			req.Args = b
+		}
+		rep, err := d.Do(ctx, req)
+		if err != nil {
+			return err
+		}
+		if rep.Error != nil {
+			return rep.Error
+		}
+		if out != nil {
+			return json.Unmarshal(rep.Result, out)
+		}
+		return nil
+	}
+	// One span for the attempt set: each fork is a send under it, and
+	// each attempt's exec links to the fork it runs in.
+	ctx, span := telemetry.Provider(a.Tracer).Tracer("github.com/avfs/avfs/client").Start(ctx, "attempts.run",
+		trace.WithAttributes(attribute.String("avfs.vault", a.From), attribute.Int("avfs.attempts", len(a.Commands))))
+	defer span.End()
+	// Unique per run, so two runs in the same second cannot collide.
+	stamp := time.Now().UTC().Format("20060102t150405") + "-" + NewRequestID()[13:17]
+	res := messages.AttemptsResult{From: a.From, Attempts: make([]messages.Attempt, len(a.Commands)), Kept: []string{}}
+	var wg sync.WaitGroup
+	for i, x := range a.Commands {
+		at := &res.Attempts[i]
+		*at = messages.Attempt{Vault: fmt.Sprintf("%s-attempt-%s-%02d", a.From, stamp, i+1), Command: x.CommandLine()}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var fr messages.ForkResult
+			var fork trace.SpanContext
+			args := messages.VaultForkArgs{Target: at.Vault, Checkpoint: a.Checkpoint, Placement: a.Placement}
+			if err := call(telemetry.RecordSpan(ctx, &fork), messages.OpVaultFork, a.From, args, &fr); err != nil {
+				at.Error = asError(err)
+				return
+			}
+			at.Fork = &fr
+			var env messages.Envelope
+			ectx := telemetry.WithLinks(ctx, trace.Link{SpanContext: fork, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "fork")}})
+			if err := call(ectx, messages.OpExec, at.Vault, x, &env); err != nil {
+				at.Error = asError(err)
+				return
+			}
+			at.Envelope = &env
+		}()
+	}
+	wg.Wait()
+	best := -1
+	for i, at := range res.Attempts {
+		e := at.Envelope
+		if e == nil || e.Status != messages.StatusCompleted || e.ExitCode == nil || *e.ExitCode != 0 {
+			continue
+		}
+		if best < 0 || e.DurationMS < res.Attempts[best].Envelope.DurationMS {
+			best = i
+		}
+	}
+	if best >= 0 {
+		res.Best = &res.Attempts[best].Vault
+	}
+	for _, at := range res.Attempts {
+		if at.Fork == nil {
+			continue
+		}
+		if a.Keep == "all" || (a.Keep == "best" && res.Best != nil && *res.Best == at.Vault) {
+			res.Kept = append(res.Kept, at.Vault)
+			continue
+		}
+		if err := call(ctx, messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
+			return res, fmt.Errorf("delete attempt %s: %w", at.Vault, err)
+		}
+	}
+	return res, nil
+}
+
+func asError(err error) *messages.Error {
+	var e *messages.Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, context.DeadlineExceeded):
+		return messages.Errorf(messages.CodeTimeout, "%v", err)
+	}
+	return messages.Errorf(messages.CodeUnavailable, "%v", err)
+}
