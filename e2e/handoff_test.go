@@ -128,3 +128,40 @@ func TestHandoffAcrossMachines(t *testing.T) {
 		t.Fatalf("took %v", took)
 	}
 }
+
+// TestGracefulStopHandsOverEverything stops a vault's worker with SIGTERM:
+// it pushes what changed since the vault's last push and leaves the
+// fleet, so a worker with its own store serves the vault next, with the
+// writes acknowledged after its last checkpoint.
+func TestGracefulStopHandsOverEverything(t *testing.T) {
+	f := startFleet(t)
+	w1 := f.startWorkerProcess(t.TempDir(), "g1")
+	f.waitMembers("g1")
+	c := f.client()
+	ctx := context.Background()
+	call := func(op messages.Op, args, out any) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return c.Call(cctx, "default", "gv", op, args, out)
+	}
+	if err := call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(messages.OpWrite, messages.WriteArgs{Path: "/late.txt", Content: []byte("not checkpointed")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorkerProcess(t.TempDir(), "g2")
+	f.waitMembers("g2")
+	w1.Process.Signal(syscall.SIGTERM)
+	if err := w1.Wait(); err != nil {
+		t.Fatalf("g1 did not stop cleanly: %v", err)
+	}
+	var cat messages.CatResult
+	if err := call(messages.OpCat, messages.PathArgs{Path: "/late.txt"}, &cat); err != nil || *cat.Content != "not checkpointed" {
+		t.Fatalf("a write acknowledged before the graceful stop was lost: %v", err)
+	}
+	var info messages.VaultResult
+	if err := call(messages.OpVaultInfo, nil, &info); err != nil || info.Vault.Worker != "g2" {
+		t.Fatalf("vault served by %q (%v), want g2", info.Vault.Worker, err)
+	}
+}

@@ -34,6 +34,7 @@ import (
 
 const (
 	pushTimeout = 2 * time.Minute
+	pushTries   = 4
 	// transfers is how many chunks move at once: object store requests
 	// are round trips, and a vault of small files has many chunks.
 	transfers = 8
@@ -442,8 +443,21 @@ func (h *handoff) schedule(k vkey, a pushAction) {
 	go func() {
 		defer h.wg.Done()
 		for {
-			if err := h.sync(k, a); err != nil {
-				h.s.log.Warn("handoff push", "namespace", k.ns, "vault", k.vault, "reason", a.reason, "err", err)
+			// A failed push is tried again a few times, unless a newer
+			// one is queued meanwhile: it pushes the same vault anyway.
+			for try, wait := 1, time.Second; ; try, wait = try+1, wait*2 {
+				err := h.sync(k, a)
+				if err == nil {
+					break
+				}
+				h.s.log.Warn("handoff push", "namespace", k.ns, "vault", k.vault, "reason", a.reason, "try", try, "err", err)
+				h.mu.Lock()
+				queued := j.next != nil
+				h.mu.Unlock()
+				if queued || try == pushTries {
+					break
+				}
+				time.Sleep(wait)
 			}
 			h.mu.Lock()
 			if j.next == nil {

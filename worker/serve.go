@@ -185,6 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.wg.Wait()
 			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
+			s.release()
 			return nil
 		case <-hb.C:
 			s.heartbeat(ctx)
@@ -201,6 +202,21 @@ func (s *Server) heartbeat(ctx context.Context) {
 	b, _ := json.Marshal(s.member())
 	if _, err := kv.Put(ctx, "worker."+s.id, b); err != nil {
 		s.log.Warn("heartbeat", "err", err)
+	}
+}
+
+// release ends this worker's membership at once, rather than when its
+// heartbeat expires: dispatchers then hand its vaults to live workers at
+// their next request, and those take them from the copies drain pushed.
+func (s *Server) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, messages.BucketMembers)
+	if err == nil {
+		err = kv.Delete(ctx, "worker."+s.id)
+	}
+	if err != nil {
+		s.log.Warn("release membership", "err", err)
 	}
 }
 
