@@ -54,7 +54,7 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 	if err := createExportFile(ctx, tmp); err != nil {
 		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
 	}
-	err = withAttached(ctx, s, tmp, "ex", "BEGIN", func(c *sql.Conn) error {
+	err = withAttached(ctx, s, tmp, "ex", false, func(c *sql.Conn) error {
 		var id, root int64
 		if err := c.QueryRowContext(ctx, `SELECT id, root FROM vaults WHERE namespace=? AND name=?`, ns, name).Scan(&id, &root); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -87,6 +87,9 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 		return copyChunks(ctx, c, "ex.nodes", "main.chunks", "ex.chunks")
 	})
 	if err != nil {
+		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
+	}
+	if err := syncFile(tmp); err != nil {
 		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
 	}
 	if err := os.Rename(tmp, abs); err != nil {
@@ -143,8 +146,11 @@ func copyChunks(ctx context.Context, c *sql.Conn, nodes, src, dst string) error 
 	return nil
 }
 
+// createExportFile makes an empty export file. It is written without a
+// journal or fsyncs (a crash leaves a partial file, which export never
+// renames into place), then synced once when complete (syncFile).
 func createExportFile(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(OFF)&_pragma=synchronous(OFF)")
 	if err != nil {
 		return err
 	}
@@ -153,12 +159,30 @@ func createExportFile(ctx context.Context, path string) error {
 	return err
 }
 
-// withAttached runs fn on one connection with file attached as alias,
-// inside a transaction opened by begin. SQLite cannot attach inside a
-// transaction, hence the dedicated connection.
-func withAttached(ctx context.Context, s *Store, file, alias, begin string, fn func(c *sql.Conn) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+// syncFile flushes a finished export file to disk before it is renamed
+// into place.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// withAttached runs fn in a transaction on one connection with file
+// attached as alias. SQLite cannot attach inside a transaction, hence the
+// dedicated connection. An import (writeMain) writes the store and queues
+// with its writers; an export only reads the store, from the snapshot its
+// transaction sees, so writers go on meanwhile, and it writes the file
+// without a journal or fsyncs (see createExportFile).
+func withAttached(ctx context.Context, s *Store, file, alias string, writeMain bool, fn func(c *sql.Conn) error) error {
+	begin := "BEGIN"
+	if writeMain {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		begin = "BEGIN IMMEDIATE"
+	}
 	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -169,6 +193,13 @@ func withAttached(ctx context.Context, s *Store, file, alias, begin string, fn f
 		return fmt.Errorf("attach %s: %w", file, mapSQLErr(err))
 	}
 	defer c.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE `+alias)
+	if !writeMain {
+		for _, q := range []string{`PRAGMA ` + alias + `.journal_mode=OFF`, `PRAGMA ` + alias + `.synchronous=OFF`} {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				return mapSQLErr(err)
+			}
+		}
+	}
 	if _, err := c.ExecContext(ctx, begin); err != nil {
 		return mapSQLErr(err)
 	}
@@ -218,7 +249,7 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("import %s: %w", file, ErrNotFound)
 	}
-	err = withAttached(ctx, s, file, "im", "BEGIN IMMEDIATE", func(c *sql.Conn) error {
+	err = withAttached(ctx, s, file, "im", true, func(c *sql.Conn) error {
 		var format string
 		if err := c.QueryRowContext(ctx, `SELECT value FROM im.meta WHERE key='format'`).Scan(&format); err != nil || format != exportFormat {
 			return fmt.Errorf("%s is not an avfs vault export: %w", file, ErrInvalidArgument)
