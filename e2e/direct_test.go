@@ -199,6 +199,7 @@ func TestDirectTimeoutRetryAppliesOnce(t *testing.T) {
 	if err := c.Call(ctx, "default", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}
+	c.DirectTimeout = 300 * time.Millisecond
 	// A command occupies the vault's queue, so direct requests wait
 	// behind it past their timeout.
 	execDone := make(chan error, 1)
@@ -239,7 +240,6 @@ func TestDirectTimeoutRetryAppliesOnce(t *testing.T) {
 
 	// r1: the client's direct attempt times out, and it sends the same
 	// request through the intake by itself.
-	c.DirectTimeout = 300 * time.Millisecond
 	rep, err := c.Do(ctx, appendReq("r1", "a"))
 	if err != nil || rep.Error != nil {
 		t.Fatalf("r1 after a direct timeout: %v %v", err, rep.Error)
