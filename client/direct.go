@@ -156,7 +156,7 @@ func (c *Client) do(ctx context.Context, subject string, req messages.Request, s
 		c.forget(req.Namespace, req.Vault, timedOut)
 		span.AddEvent("direct fallback", trace.WithAttributes(attribute.String("avfs.worker", w), attribute.String("reason", cause.Error())))
 		if ctx.Err() != nil {
-			return messages.Reply{}, fmt.Errorf("%w: %s %s: direct to %s: %v", ErrUnavailable, req.Op, req.RequestID, w, cause)
+			return messages.Reply{}, fmt.Errorf("%w: %s %s: direct to %s: %w", ErrUnavailable, req.Op, req.RequestID, w, cause)
 		}
 	}
 	span.SetAttributes(attribute.String("avfs.path", "intake"))
