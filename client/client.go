@@ -1,7 +1,8 @@
 // Package client is the Go client agents use to drive an avfs fleet over
-// NATS: it publishes requests into the fleet's durable intake and waits
-// for their replies, with request ids generated here so that a retry is
-// recognised and never applied twice.
+// NATS: it publishes requests into the fleet's durable intake, or sends a
+// vault's short requests straight to the vault's owner once a reply named
+// it (direct.go), and waits for their replies, with request ids generated
+// here so that a retry is recognised and never applied twice.
 package client
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +37,18 @@ type Client struct {
 	// Tracer records a send span per request and propagates its context
 	// in the request's headers; nil means no tracing.
 	Tracer trace.TracerProvider
+	// DisableDirect sends every request through the intake. By default
+	// a vault's short requests (messages.DirectOp) go straight to the
+	// worker whose last reply said it owns the vault, falling back to the
+	// intake when that worker does not serve them; see direct.go. Set it
+	// before the first request.
+	DisableDirect bool
+	// DirectTimeout bounds one direct attempt before the request goes
+	// through the intake; zero means DefaultDirectTimeout.
+	DirectTimeout time.Duration
+
+	mu     sync.Mutex
+	routes map[string]route // "<ns>.<vault>" -> where direct requests go
 }
 
 // New wraps a connection.
@@ -88,7 +102,7 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 	defer span.End()
 	telemetry.NoteSpan(ctx, span.SpanContext())
 	ctx = telemetry.WithoutLinks(ctx)
-	rep, err := c.send(ctx, subject, req)
+	rep, err := c.do(ctx, subject, req, span)
 	switch {
 	case err != nil:
 		span.RecordError(err)
@@ -102,11 +116,9 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 // tracerName is the instrumentation scope of the client's spans.
 const tracerName = "github.com/avfs/avfs/client"
 
-func (c *Client) send(ctx context.Context, subject string, req messages.Request) (messages.Reply, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return messages.Reply{}, err
-	}
+// send publishes req (encoded as body) to the intake and waits for its
+// reply, learning from the reply's headers which worker owns the vault.
+func (c *Client) send(ctx context.Context, subject string, req messages.Request, body []byte) (messages.Reply, error) {
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -140,6 +152,7 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request)
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
 		return rep, fmt.Errorf("decode reply: %w", err)
 	}
+	c.learn(req, m.Header)
 	return rep, nil
 }
 

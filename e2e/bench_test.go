@@ -8,54 +8,65 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
 )
 
 // BenchmarkFleetWrite1KiB is DESIGN.md §7's small request: a 1 KiB write
-// through the embedded fleet (client → JetStream intake → dispatcher →
-// worker → vault → reply). It reports the p50 latency of one caller and the
-// throughput of 16 concurrent callers on 16 vaults, one worker.
+// through the embedded fleet, by both paths: direct (client → the vault's
+// owner over core NATS → vault → reply) and intake (client → JetStream
+// intake → dispatcher → work stream → worker → vault → reply). For each it
+// reports the p50 latency of one caller and the throughput of 16
+// concurrent callers on 16 vaults, one worker.
 func BenchmarkFleetWrite1KiB(b *testing.B) {
 	f := startFleet(b)
 	f.addWorker("w1")
-	c := f.client()
+	direct := f.client()
+	intake := f.client()
+	intake.DisableDirect = true
 	ctx := context.Background()
 	const callers = 16
 	for i := 0; i < callers; i++ {
-		if err := c.Call(ctx, "default", fmt.Sprintf("b%02d", i), messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		// The create's reply tells the direct client the vaults' owner.
+		if err := direct.Call(ctx, "default", fmt.Sprintf("b%02d", i), messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 	data := make([]byte, 1024)
-	write := func(v string, i int) {
-		if err := c.Call(ctx, "default", v, messages.OpWrite, messages.WriteArgs{Path: fmt.Sprintf("/f%d", i%100), Content: data}, nil); err != nil {
-			b.Fatal(err)
+	for _, path := range []struct {
+		name string
+		c    *client.Client
+	}{{"direct", direct}, {"intake", intake}} {
+		write := func(v string, i int) {
+			if err := path.c.Call(ctx, "default", v, messages.OpWrite, messages.WriteArgs{Path: fmt.Sprintf("/f%d", i%100), Content: data}, nil); err != nil {
+				b.Fatal(err)
+			}
 		}
+		b.Run(path.name+"/latency", func(b *testing.B) {
+			lat := make([]time.Duration, b.N)
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				write("b00", i)
+				lat[i] = time.Since(t0)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+		b.Run(path.name+"/throughput", func(b *testing.B) {
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := 0; w < callers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for i := w; i < b.N; i += callers {
+						write(fmt.Sprintf("b%02d", w), i)
+					}
+				}(w)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+		})
 	}
-	b.Run("latency", func(b *testing.B) {
-		lat := make([]time.Duration, b.N)
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			write("b00", i)
-			lat[i] = time.Since(t0)
-		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	})
-	b.Run("throughput", func(b *testing.B) {
-		start := time.Now()
-		var wg sync.WaitGroup
-		for w := 0; w < callers; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := w; i < b.N; i += callers {
-					write(fmt.Sprintf("b%02d", w), i)
-				}
-			}(w)
-		}
-		wg.Wait()
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
-	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,11 +23,13 @@ import (
 	"github.com/avfs/avfs/worker"
 )
 
-// agentUser may publish requests only in its namespace and read only its
-// own inboxes: the permissions docs/nats-permissions.example.conf shows.
+// agentUser may publish requests, to the intake or directly to a worker,
+// only in its namespace and read only its own inboxes: the permissions
+// docs/nats-permissions.example.conf shows.
 func agentUser(ns string) *server.User {
 	return &server.User{Username: "agent-" + ns, Password: "pw-" + ns, Permissions: &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: []string{messages.SubjectRequest + "." + ns + ".>"}},
+		Publish: &server.SubjectPermission{Allow: []string{messages.SubjectRequest + "." + ns + ".>",
+			messages.SubjectDirect + ".*." + ns + ".>"}},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_" + ns + ".>"}},
 	}}
 }
@@ -108,6 +111,15 @@ func TestNamespaceConfinement(t *testing.T) {
 	if err := call(agentB, "b", "mine", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
 		t.Fatalf("b in its own namespace: %v", err)
 	}
+	// After its first reply, a's requests go directly to the worker, and
+	// its permissions allow that.
+	work := lastSeq(t, js, messages.StreamWork)
+	if err := call(agentA, "a", "secret", messages.OpStat, messages.PathArgs{Path: "/plan.txt"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := lastSeq(t, js, messages.StreamWork); w != work {
+		t.Fatalf("a's stat: work seq %d → %d, want no change (direct)", work, w)
+	}
 
 	// Everything b tries in a's namespace is refused by the server itself.
 	short := func(op messages.Op, args any) error {
@@ -130,7 +142,7 @@ func TestNamespaceConfinement(t *testing.T) {
 	}
 	// Nor can b listen to a's replies.
 	nb := connect("agent-b", "pw-b", "_INBOX_b")
-	errs := make(chan error, 1)
+	errs := make(chan error, 2)
 	nb.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
 	nb.Subscribe("_INBOX_a.>", func(*nats.Msg) {})
 	select {
@@ -140,6 +152,22 @@ func TestNamespaceConfinement(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("b subscribed to a's inboxes without a permission error")
+	}
+
+	// Nor send a direct request into namespace a: the server refuses the
+	// publish, so the worker never sees it.
+	body, _ := json.Marshal(messages.Request{Op: messages.OpWrite, Namespace: "a", Vault: "secret", RequestID: "b-direct",
+		Args: json.RawMessage(`{"path":"/plan.txt","content":"YiB3YXMgaGVyZQ=="}`)})
+	if _, err := nb.Request(messages.DirectSubject("w", "a", "secret", messages.OpWrite), body, 2*time.Second); err == nil {
+		t.Fatal("b's direct request into namespace a was answered")
+	}
+	select {
+	case err := <-errs:
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Fatalf("direct publish into namespace a: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b published a direct request into namespace a without a permission error")
 	}
 
 	var cat messages.CatResult

@@ -154,6 +154,45 @@ func PeerSubject(w, ns string, op Op) string {
 	return strings.Join([]string{SubjectPeer, w, ns, NoVault, string(op)}, ".")
 }
 
+// The direct path. A client that knows a vault's owner (from the reply
+// headers below) may send it the vault's requests as core NATS requests on
+// avfs.v1.direct.<worker>.<ns>.<vault>.<op>, skipping the two file-backed
+// JetStream hops of the intake. Namespace and vault stay tokens so that
+// NATS permissions confine direct requests exactly as intake ones. The
+// worker answers on the message's reply subject; when it cannot serve the
+// request (not the owner, queue full, stopping, an op that must go through
+// the intake) it answers at once with HeaderUseIntake and does nothing
+// else, and the client sends the same request, same id, to the intake.
+const (
+	SubjectDirect = SubjectRoot + ".direct"
+	// HeaderWorker names the worker that answered a request.
+	HeaderWorker = "Avfs-Worker"
+	// HeaderOwnerEpoch is the vault's owner epoch, set on a reply when
+	// the answering worker is the vault's owner: the client may then send
+	// that vault's direct ops to HeaderWorker.
+	HeaderOwnerEpoch = "Avfs-Owner-Epoch"
+	// HeaderUseIntake on a reply to a direct request means it was not
+	// served; its value is the reason (not-owner, busy, stopping, op).
+	HeaderUseIntake = "Avfs-Use-Intake"
+)
+
+// DirectSubject is where a client sends op on ns/vault straight to worker w.
+func DirectSubject(w, ns, vault string, op Op) string {
+	return strings.Join([]string{SubjectDirect, w, ns, vault, string(op)}, ".")
+}
+
+// DirectOp reports whether op may take the direct path: vault-scoped
+// reads and short mutations. exec.run keeps the intake's progress and
+// redelivery; placement changes (vault.create, fork, delete, import) and
+// namespace-scoped ops stay with the dispatcher.
+func DirectOp(op Op) bool {
+	switch op {
+	case OpExec, OpVaultCreate, OpVaultFork, OpVaultDelete, OpVaultImport, OpVaultExport:
+		return false
+	}
+	return op.NeedsVault()
+}
+
 // ValidReplyTo reports whether a reply may be published to subj. Replies
 // go only to inboxes: a reply-to naming a request, work or system subject
 // would let a caller make a worker or dispatcher publish a request on its

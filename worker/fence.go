@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
@@ -23,7 +22,7 @@ const maxFenced = 3
 // whose view lagged, sends them back to the intake, where a dispatcher
 // routes them to the current owner. It reports the owner (Epoch 0 when
 // the fleet records none) and whether the request was dealt with here.
-func (s *Server) fence(ctx context.Context, msg jetstream.Msg, req messages.Request, replyTo string) (messages.Owner, bool) {
+func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, replyTo string) (messages.Owner, bool) {
 	if req.Vault == "" {
 		return messages.Owner{}, false
 	}
@@ -45,7 +44,7 @@ func (s *Server) fence(ctx context.Context, msg jetstream.Msg, req messages.Requ
 	}
 	n, _ := strconv.Atoi(msg.Headers().Get(messages.HeaderFenced))
 	if n >= maxFenced {
-		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
+		s.reply(replyTo, req, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
 			"vault %q changed owner %d times while this request was routed; retry", req.Vault, n)})
 		msg.Term()
 		return o, true

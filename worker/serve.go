@@ -67,7 +67,7 @@ type Server struct {
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	mu       sync.Mutex
-	qs       map[string]chan jetstream.Msg // per-vault queues, each drained by one goroutine
+	qs       map[string]chan delivery // per-vault queues, each drained by one goroutine
 	seen     map[string]struct{}
 	busy     int
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
@@ -76,6 +76,9 @@ type Server struct {
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
+	// directOff is set (under mu) when direct requests stop joining the
+	// queues, before Run drains them.
+	directOff bool
 }
 
 // NewServer returns a worker server for h on nc.
@@ -103,7 +106,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 		return nil, err
 	}
 	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
-		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan jetstream.Msg{}, seen: map[string]struct{}{},
+		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}).withHandoff(), nil
 }
 
@@ -177,9 +180,15 @@ func (s *Server) Run(ctx context.Context) error {
 	hb := time.NewTicker(2 * time.Second)
 	defer hb.Stop()
 	s.heartbeat(ctx)
+	stopDirect, err := s.serveDirect() // direct.go
+	if err != nil {
+		cc.Stop()
+		return fmt.Errorf("direct requests: %w", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			stopDirect()
 			cc.Drain()
 			close(s.stop)
 			s.wg.Wait()
@@ -257,28 +266,40 @@ func (s *Server) queued() int {
 	return n
 }
 
-// enqueue puts msg on its vault's queue, starting the queue's goroutine
-// if it is idle. Consume calls it in delivery order, so per-vault order
-// is the stream's order.
-func (s *Server) enqueue(msg jetstream.Msg) {
-	key := vaultKey(msg.Subject())
+// enqueue puts msg on its vault's queue. Consume calls it in delivery
+// order, so per-vault order is the stream's order.
+func (s *Server) enqueue(msg jetstream.Msg) { s.put(streamMsg{msg}, 0) }
+
+// put adds d to its vault's queue, starting the queue's goroutine if it
+// is idle. With limit > 0 (direct requests) it refuses, returning the
+// reason, when the queue already holds limit requests or direct requests
+// were stopped; with 0 it always queues.
+func (s *Server) put(d delivery, limit int) (refused string) {
+	key := vaultKey(d.Subject())
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	q, ok := s.qs[key]
+	switch {
+	case limit > 0 && s.directOff:
+		return intakeStopping
+	case limit > 0 && ok && len(q) >= limit:
+		return intakeBusy
+	}
 	if !ok {
-		q = make(chan jetstream.Msg, 1024)
+		q = make(chan delivery, 1024)
 		s.qs[key] = q
 		s.wg.Add(1)
 		go s.drain(key, q)
 	}
 	s.seen[key] = struct{}{}
 	// Sent under the lock so drain cannot retire the queue in between;
-	// MaxAckPending keeps it far from full.
-	q <- msg
-	s.mu.Unlock()
+	// MaxAckPending and directQueueMax keep it far from full.
+	q <- d
+	return ""
 }
 
 func vaultKey(subj string) string {
-	// avfs.v1.work.<worker>.<ns>.<vault>.<op>
+	// avfs.v1.work.<worker>.<ns>.<vault>.<op>, or avfs.v1.direct.…
 	parts := strings.SplitN(subj, ".", 7)
 	if len(parts) < 6 {
 		return subj
@@ -287,7 +308,7 @@ func vaultKey(subj string) string {
 }
 
 // drain serves one vault's queue until it is empty for a while.
-func (s *Server) drain(key string, q chan jetstream.Msg) {
+func (s *Server) drain(key string, q chan delivery) {
 	defer s.wg.Done()
 	idle := time.NewTimer(30 * time.Second)
 	defer idle.Stop()
@@ -312,7 +333,7 @@ func (s *Server) drain(key string, q chan jetstream.Msg) {
 
 // retire removes an empty queue so its goroutine can end; enqueue holds
 // the same lock, so no message can slip into a retired queue.
-func (s *Server) retire(key string, q chan jetstream.Msg) bool {
+func (s *Server) retire(key string, q chan delivery) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(q) > 0 {
@@ -322,7 +343,7 @@ func (s *Server) retire(key string, q chan jetstream.Msg) bool {
 	return true
 }
 
-func (s *Server) process(msg jetstream.Msg) {
+func (s *Server) process(msg delivery) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
@@ -335,28 +356,35 @@ func (s *Server) process(msg jetstream.Msg) {
 	if md, err := msg.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
 	}
+	_, direct := msg.(directMsg)
 	// One process span per delivery: a redelivered request shows as a
 	// second process span under the same route span, with its attempt.
 	ctx, span := s.tr.Start(telemetry.Extract(context.Background(), msg.Headers()), "process",
 		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.Int("avfs.attempt", attempt), attribute.String("avfs.worker", s.id)))
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.Int("avfs.attempt", attempt), attribute.String("avfs.worker", s.id), attribute.Bool("avfs.direct", direct)))
 	defer span.End()
 	s.linkAttempt(ctx, span, msg, attempt)
-	replyTo := msg.Headers().Get(messages.HeaderReplyTo)
+	replyTo := msg.replyTo()
 	req, perr := parseWork(msg.Subject(), msg.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
 		attribute.String("avfs.vault", req.Vault), attribute.String("avfs.request_id", req.RequestID))
 	if perr != nil {
 		span.SetStatus(codes.Error, string(perr.Code))
-		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: perr})
+		s.reply(replyTo, messages.Request{}, messages.Reply{RequestID: req.RequestID, Error: perr})
 		msg.Term()
+		return
+	}
+	// Ownership may have moved while a direct request waited in the queue.
+	if direct && !s.owns(req.Namespace, req.Vault) {
+		span.SetAttributes(attribute.String("avfs.use_intake", intakeNotOwner))
+		s.useIntake(replyTo, req.RequestID, intakeNotOwner)
 		return
 	}
 	// Nobody waits for a request past its caller's deadline: answer it
 	// without running it (the caller retries with the same id if it wants).
 	dl, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(messages.HeaderDeadline))
 	if err == nil && time.Now().After(dl) {
-		s.reply(replyTo, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeTimeout, "the caller's deadline %s passed before the request ran", dl.Format(time.RFC3339))})
+		s.reply(replyTo, req, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeTimeout, "the caller's deadline %s passed before the request ran", dl.Format(time.RFC3339))})
 		msg.Ack()
 		return
 	}
@@ -394,7 +422,7 @@ func (s *Server) process(msg jetstream.Msg) {
 	if rep.Error != nil {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}
-	s.reply(replyTo, rep)
+	s.reply(replyTo, req, rep)
 	if err := msg.Ack(); err != nil {
 		s.log.WarnContext(ctx, "ack", "request", req.RequestID, "err", err)
 	}
@@ -407,7 +435,7 @@ func (s *Server) process(msg jetstream.Msg) {
 // are immutable), so every attempt is a child of the same route span and
 // the chain of attempts is carried by links. Without tracing, nothing is
 // read or written.
-func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg jetstream.Msg, attempt int) {
+func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg delivery, attempt int) {
 	rid := msg.Headers().Get(messages.HeaderRequestID)
 	if s.attempts == nil || rid == "" || !span.IsRecording() {
 		return
@@ -478,20 +506,4 @@ func parseWork(subj string, body []byte) (messages.Request, *messages.Error) {
 		return req, messages.Errorf(messages.CodePermissionDenied, "request body (%s %s/%s) does not match its subject", req.Op, req.Namespace, req.Vault)
 	}
 	return req, nil
-}
-
-func (s *Server) reply(to string, rep messages.Reply) {
-	if !messages.ValidReplyTo(to) {
-		if to != "" {
-			s.log.Warn("refused reply subject", "subject", to, "request", rep.RequestID)
-		}
-		return
-	}
-	b, err := json.Marshal(rep)
-	if err != nil {
-		return
-	}
-	if err := s.nc.Publish(to, b); err != nil {
-		s.log.Warn("reply", "request", rep.RequestID, "err", err)
-	}
 }
