@@ -141,7 +141,7 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if d.alive(ctx, id) {
+		if d.alive(ctx, id) || d.heartbeating(ctx, id) {
 			delete(d.suspects, id)
 			continue
 		}
@@ -338,6 +338,15 @@ func (d *Dispatcher) alive(ctx context.Context, id string) bool {
 	return false
 }
 
+// heartbeating reads worker id's heartbeat key itself. A worker missing
+// from the cached listing is checked here before it is declared dead:
+// a listing can miss a key that is being rewritten, and taking a vault
+// from a live worker costs its changes since the last push.
+func (d *Dispatcher) heartbeating(ctx context.Context, id string) bool {
+	_, err := d.members.Get(ctx, "worker."+id)
+	return err == nil
+}
+
 // leastLoaded picks a worker for new work; spreading across calls keeps
 // a burst of new vaults from all landing on one worker between heartbeats.
 func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, error) {
@@ -394,7 +403,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		if err := json.Unmarshal(e.Value(), &o); err != nil {
 			return "", err
 		}
-		if d.alive(ctx, o.Worker) {
+		if d.alive(ctx, o.Worker) || d.heartbeating(ctx, o.Worker) {
 			return o.Worker, d.afterPlace(ctx, ns, o.Worker, op, rid, body)
 		}
 		// The owner's heartbeat expired: hand the vault to a live worker.
