@@ -1,16 +1,18 @@
 package messages
 
-// Vault handoff between machines, by content hash. The object store
-// BucketVaults holds two kinds of objects:
+// Vault handoff between machines, by content hash, in two JetStream
+// buckets:
 //
-//   - ChunkObject(hash): one content chunk (at most 64 KiB), named by the
-//     hex SHA-256 of its data. Written once, never changed: any worker
-//     that needs the chunk may read it, and one that has it never sends
-//     it again.
-//   - ManifestObject(ns, vault): the vault's export without chunk data
-//     (one SQLite file: trees, checkpoints, audit log, request log),
-//     with metadata ObjectMeta*. A deleted vault's manifest is a
-//     tombstone: empty, with ObjectMetaDeleted set.
+//   - BucketChunks (KV): one content chunk (at most 64 KiB) per key, the
+//     hex SHA-256 of its data. Written once (KV create), never changed:
+//     any worker that needs the chunk reads it, and one that has it never
+//     sends it again. A KV get is one round trip (direct get); an
+//     object-store get sets up a consumer per object, which made fetching
+//     a vault of small files ten times slower (BENCHMARKS.md).
+//   - BucketVaults (object store), ManifestObject(ns, vault): the vault's
+//     export without chunk data (one SQLite file: trees, checkpoints,
+//     audit log, request log), with metadata ObjectMeta*. A deleted
+//     vault's manifest is a tombstone: empty, with ObjectMetaDeleted set.
 //
 // The owner of a vault pushes it (the chunks the bucket lacks, then the
 // manifest) after vault.create, vault.import, vault.fork (the target),
@@ -26,7 +28,8 @@ package messages
 // from its last push: what a failover loses (the RPO) is every change
 // after that push, unless the new owner shares the old one's store.
 const (
-	BucketVaults = "avfs_vaults" // object store: manifests and chunks
+	BucketVaults = "avfs_vaults" // object store: vault manifests
+	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data
 
 	// Manifest metadata.
 	ObjectMetaEpoch      = "avfs-epoch"      // owner epoch (BucketOwners) when pushed
@@ -41,7 +44,3 @@ const (
 
 // ManifestObject is a vault's manifest's name in BucketVaults.
 func ManifestObject(ns, vault string) string { return "vault/" + ns + "/" + vault }
-
-// ChunkObject is the name in BucketVaults of the chunk whose SHA-256 is
-// hexHash.
-func ChunkObject(hexHash string) string { return "chunk/" + hexHash }

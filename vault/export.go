@@ -39,10 +39,13 @@ func (s *Store) ExportManifest(ctx context.Context, ns, name, file string) (Tran
 }
 
 func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bool) (TransferResult, error) {
-	v := s.Vault(ns, name)
-	info, err := v.Info(ctx)
-	if err != nil {
-		return TransferResult{}, err
+	// A manifest's caller needs no Info, whose stored bytes walk the tree.
+	info := Info{Name: name, Namespace: ns}
+	if withChunks {
+		var err error
+		if info, err = s.Vault(ns, name).Info(ctx); err != nil {
+			return TransferResult{}, err
+		}
 	}
 	abs, err := filepath.Abs(file)
 	if err != nil {

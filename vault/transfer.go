@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Hash names a chunk: the SHA-256 of its data.
@@ -59,20 +60,57 @@ func ManifestChunks(ctx context.Context, file string) ([]Hash, error) {
 
 // MissingChunks returns the hashes of hs this store holds no chunk for.
 func (s *Store) MissingChunks(ctx context.Context, hs []Hash) ([]Hash, error) {
-	st, err := s.prepared(ctx, `SELECT 1 FROM chunks WHERE hash=?`)
-	if err != nil {
-		return nil, err
-	}
+	return s.absent(ctx, `SELECT hash FROM chunks WHERE hash IN `, nil, hs)
+}
+
+// absentBatch is how many hashes one query looks up: well under SQLite's
+// limit of 32,766 parameters, and one query instead of hundreds.
+const absentBatch = 512
+
+// absent returns the hashes of hs that query (ending in "IN ", taking
+// args first, then a parenthesised list of hashes) does not return.
+func (s *Store) absent(ctx context.Context, query string, args []any, hs []Hash) ([]Hash, error) {
 	var out []Hash
-	for _, h := range hs {
-		var one int
-		err := st.QueryRowContext(ctx, h[:]).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			out = append(out, h)
-			continue
+	for len(hs) > 0 {
+		batch := hs[:min(absentBatch, len(hs))]
+		hs = hs[len(batch):]
+		// Lists are padded (with repeats) to a power of two, so that a few
+		// prepared statements serve every length.
+		n := 1
+		for n < len(batch) {
+			n *= 2
 		}
+		q := query + "(?" + strings.Repeat(",?", n-1) + ")"
+		st, err := s.prepared(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		a := append([]any(nil), args...)
+		for i := range n {
+			h := batch[min(i, len(batch)-1)]
+			a = append(a, h[:])
+		}
+		rows, err := st.QueryContext(ctx, a...)
 		if err != nil {
 			return nil, mapSQLErr(err)
+		}
+		found := map[Hash]struct{}{}
+		for rows.Next() {
+			var h []byte
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return nil, mapSQLErr(err)
+			}
+			found[Hash(h)] = struct{}{}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, mapSQLErr(err)
+		}
+		for _, h := range batch {
+			if _, ok := found[h]; !ok {
+				out = append(out, h)
+			}
 		}
 	}
 	return out, nil
@@ -128,23 +166,7 @@ func (s *Store) PutChunks(ctx context.Context, chunks map[Hash][]byte) error {
 // Unsent returns the hashes of hs not yet recorded (MarkSent) as held by
 // remote, a name for a place chunks are copied to.
 func (s *Store) Unsent(ctx context.Context, remote string, hs []Hash) ([]Hash, error) {
-	st, err := s.prepared(ctx, `SELECT 1 FROM remote_chunks WHERE remote=? AND hash=?`)
-	if err != nil {
-		return nil, err
-	}
-	var out []Hash
-	for _, h := range hs {
-		var one int
-		err := st.QueryRowContext(ctx, remote, h[:]).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			out = append(out, h)
-			continue
-		}
-		if err != nil {
-			return nil, mapSQLErr(err)
-		}
-	}
-	return out, nil
+	return s.absent(ctx, `SELECT hash FROM remote_chunks WHERE remote=? AND hash IN `, []any{remote}, hs)
 }
 
 // MarkSent records that remote holds the chunks hs.

@@ -68,8 +68,9 @@ type handoff struct {
 	checked map[vkey]int64 // owner epoch under which the copy was last reconciled
 	wg      sync.WaitGroup
 
-	obs     jetstream.ObjectStore
-	remote  string // the bucket's identity for vault.Store.MarkSent
+	obs     jetstream.ObjectStore // manifests
+	chunkKV jetstream.KeyValue    // chunks
+	remote  string                // the chunks bucket's identity for vault.Store.MarkSent
 	storeID string
 
 	// chunks and bytes count what moved, by direction (sent, fetched):
@@ -95,8 +96,8 @@ func (h *handoff) moved(ctx context.Context, dir string, n int, size int64) {
 	h.bytes.Add(ctx, size, attrs)
 }
 
-// store returns the object store, and learns the identities the transfers
-// need on first use.
+// store returns the manifests' object store, and on first use opens the
+// chunks bucket and learns the identities the transfers need.
 func (h *handoff) store(ctx context.Context) (jetstream.ObjectStore, error) {
 	h.mu.Lock()
 	obs := h.obs
@@ -108,15 +109,19 @@ func (h *handoff) store(ctx context.Context) (jetstream.ObjectStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
 	}
-	st, err := obs.Status(ctx)
+	kv, err := h.s.js.KeyValue(ctx, messages.BucketChunks)
 	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
+		return nil, fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
 	}
 	// Chunks marked sent to a bucket that was since deleted and made
 	// again must be sent again: the bucket's creation time tells them
 	// apart.
-	remote := messages.BucketVaults
-	if bs, ok := st.(*jetstream.ObjectBucketStatus); ok && bs.StreamInfo() != nil {
+	remote := messages.BucketChunks
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
 		remote += "@" + bs.StreamInfo().Created.UTC().Format(time.RFC3339Nano)
 	}
 	id, err := h.s.h.Store().ID(ctx)
@@ -124,7 +129,7 @@ func (h *handoff) store(ctx context.Context) (jetstream.ObjectStore, error) {
 		return nil, err
 	}
 	h.mu.Lock()
-	h.obs, h.remote, h.storeID = obs, remote, id
+	h.obs, h.chunkKV, h.remote, h.storeID = obs, kv, remote, id
 	h.mu.Unlock()
 	return obs, nil
 }
@@ -285,10 +290,11 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 		return nil
 	}
 	err = parallel(ctx, missing, func(ctx context.Context, c vault.Hash) error {
-		data, err := obs.GetBytes(ctx, messages.ChunkObject(c.String()))
+		e, err := h.chunkKV.Get(ctx, c.String())
 		if err != nil {
 			return fmt.Errorf("chunk %s: %w", c, err)
 		}
+		data := e.Value()
 		mu.Lock()
 		defer mu.Unlock()
 		batch[c] = data
@@ -311,6 +317,11 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 		err = nil // another process on this store imported it first
 	}
 	if err != nil {
+		return err
+	}
+	// Every chunk of the manifest is in the bucket: this store need not
+	// send them when it pushes the vault.
+	if err := st.MarkSent(ctx, h.remote, hs); err != nil {
 		return err
 	}
 	h.moved(ctx, "fetched", len(missing), fetched)
@@ -554,17 +565,15 @@ func (h *handoff) push(ctx context.Context, obs jetstream.ObjectStore, k vkey, n
 	var sentBytes int64
 	var mu sync.Mutex
 	err = parallel(ctx, unsent, func(ctx context.Context, c vault.Hash) error {
-		cname := messages.ChunkObject(c.String())
-		if _, err := obs.GetInfo(ctx, cname); err == nil {
-			return nil // another worker sent it
-		} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("chunk %s: %w", c, err)
-		}
 		data, err := st.Chunk(ctx, c)
 		if err != nil {
 			return err
 		}
-		if _, err := obs.PutBytes(ctx, cname, data); err != nil {
+		// Create writes a key only once: a chunk another worker sent
+		// meanwhile stays as it is.
+		if _, err := h.chunkKV.Create(ctx, c.String(), data); errors.Is(err, jetstream.ErrKeyExists) {
+			return nil
+		} else if err != nil {
 			return fmt.Errorf("chunk %s: %w", c, err)
 		}
 		mu.Lock()

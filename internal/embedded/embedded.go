@@ -93,7 +93,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketAttempts, TTL: time.Hour, Replicas: t.Replicas}); err != nil {
 		return fmt.Errorf("bucket %s: %w", messages.BucketAttempts, err)
 	}
-	// Vault export files for failover across machines (worker handoff).
+	// Vault manifests and content chunks, for moving vaults between
+	// machines (worker handoff, messages/handoff.go).
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketChunks, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
+	}
 	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: messages.BucketVaults, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
 		return fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
 	}
