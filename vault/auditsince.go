@@ -19,7 +19,11 @@ func (s *Store) AuditSince(ctx context.Context, afterID int64, limit int) ([]Eve
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, time, namespace, vault, action, path, actor, request_id, trace_id, details FROM audit WHERE id>? AND imported=0 ORDER BY id LIMIT ?`, afterID, limit)
+	st, err := s.prepared(ctx, `SELECT id, time, namespace, vault, action, path, actor, request_id, trace_id, details FROM audit WHERE id>? AND imported=0 ORDER BY id LIMIT ?`)
+	if err != nil {
+		return nil, fmt.Errorf("audit since %d: %w", afterID, err)
+	}
+	rows, err := st.QueryContext(ctx, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit since %d: %w", afterID, mapSQLErr(err))
 	}

@@ -16,6 +16,9 @@ import (
 // auditBatch is how many audit events one pass publishes at most.
 const auditBatch = 256
 
+// auditLinger is how long the publisher waits after a commit woke it.
+const auditLinger = 2 * time.Millisecond
+
 // AuditCursorKey is the key, in the store's meta table, of the id of the
 // last audit event worker published to the audit stream: a restarted
 // worker resumes after it.
@@ -85,6 +88,9 @@ func (s *Server) publishAudit(ctx context.Context) {
 				}
 			}
 		case <-wake:
+			// Linger a moment so that a busy worker's commits go out in
+			// batches rather than one publishing pass per commit.
+			time.Sleep(auditLinger)
 		case <-tick.C:
 		}
 	}
