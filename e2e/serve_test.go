@@ -73,7 +73,9 @@ func TestServePlusWorkerServeManyAgents(t *testing.T) {
 			defer cancel()
 			name := fmt.Sprintf("agent%02d", i)
 			steps := []func() error{
-				func() error { return c.Call(ctx, "default", name, messages.OpVaultCreate, messages.VaultCreateArgs{}, nil) },
+				func() error {
+					return c.Call(ctx, "default", name, messages.OpVaultCreate, messages.VaultCreateArgs{}, nil)
+				},
 				func() error {
 					return c.Call(ctx, "default", name, messages.OpWrite, messages.WriteArgs{Path: "/task.txt", Content: []byte(name)}, nil)
 				},
