@@ -69,8 +69,8 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	if a.Placement == "" {
 		a.Placement = messages.PlacementSpread
 	}
-	call := func(ctx context.Context, op messages.Op, vault string, args, out any) error {
-		req := messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: NewRequestID(), Actor: a.Actor}
+	call := func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error {
+		req := messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: id, Actor: a.Actor}
 		if args != nil {
 			b, err := json.Marshal(args)
 			if err != nil {
@@ -108,14 +108,25 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			var fr messages.ForkResult
 			var fork trace.SpanContext
 			args := messages.VaultForkArgs{Target: at.Vault, Checkpoint: a.Checkpoint, Placement: a.Placement}
-			if err := call(telemetry.RecordSpan(ctx, &fork), messages.OpVaultFork, a.From, args, &fr); err != nil {
+			// A fork placed on another worker may be made but not yet
+			// handed over (UNAVAILABLE): the same request again finishes
+			// the handover rather than leaving the fork behind.
+			fid := NewRequestID()
+			var err error
+			for try := 0; try < 3; try++ {
+				if err = call(telemetry.RecordSpan(ctx, &fork), fid, messages.OpVaultFork, a.From, args, &fr); !isUnavailable(err) {
+					break
+				}
+				time.Sleep(time.Duration(try+1) * 500 * time.Millisecond)
+			}
+			if err != nil {
 				at.Error = asError(err)
 				return
 			}
 			at.Fork = &fr
 			var env messages.Envelope
 			ectx := telemetry.WithLinks(ctx, trace.Link{SpanContext: fork, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "fork")}})
-			if err := call(ectx, messages.OpExec, at.Vault, x, &env); err != nil {
+			if err := call(ectx, NewRequestID(), messages.OpExec, at.Vault, x, &env); err != nil {
 				at.Error = asError(err)
 				return
 			}
@@ -136,6 +147,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	if best >= 0 {
 		res.Best = &res.Attempts[best].Vault
 	}
+	var errs []error
 	for _, at := range res.Attempts {
 		if at.Fork == nil {
 			continue
@@ -144,11 +156,16 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			res.Kept = append(res.Kept, at.Vault)
 			continue
 		}
-		if err := call(ctx, messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
-			return res, fmt.Errorf("delete attempt %s: %w", at.Vault, err)
+		if err := call(ctx, NewRequestID(), messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
+			errs = append(errs, fmt.Errorf("delete attempt %s: %w", at.Vault, err))
 		}
 	}
-	return res, nil
+	return res, errors.Join(errs...)
+}
+
+func isUnavailable(err error) bool {
+	var e *messages.Error
+	return errors.As(err, &e) && e.Code == messages.CodeUnavailable
 }
 
 func asError(err error) *messages.Error {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -44,8 +45,6 @@ type route struct {
 	until  time.Time // while worker is "", the cooldown's end
 }
 
-func vaultRouteKey(ns, vault string) string { return ns + "." + vault }
-
 // directTo returns the worker to send req to directly, if any.
 func (c *Client) directTo(req messages.Request) (string, bool) {
 	if c.DisableDirect || !messages.DirectOp(req.Op) {
@@ -53,7 +52,7 @@ func (c *Client) directTo(req messages.Request) (string, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.routes[vaultRouteKey(req.Namespace, req.Vault)]
+	r, ok := c.routes[owners.Key(req.Namespace, req.Vault)]
 	return r.worker, ok && r.worker != ""
 }
 
@@ -64,7 +63,7 @@ func (c *Client) learn(req messages.Request, h nats.Header) {
 	if req.Vault == "" || c.DisableDirect {
 		return
 	}
-	key := vaultRouteKey(req.Namespace, req.Vault)
+	key := owners.Key(req.Namespace, req.Vault)
 	if req.Op == messages.OpVaultDelete {
 		c.forget(req.Namespace, req.Vault, false)
 		return
@@ -91,7 +90,7 @@ func (c *Client) learn(req messages.Request, h nats.Header) {
 func (c *Client) forget(ns, vault string, cooldown bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := vaultRouteKey(ns, vault)
+	key := owners.Key(ns, vault)
 	if !cooldown {
 		delete(c.routes, key)
 		return

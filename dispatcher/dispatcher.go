@@ -344,7 +344,8 @@ func (d *Dispatcher) alive(ctx context.Context, id string) bool {
 // from a live worker costs its changes since the last push.
 func (d *Dispatcher) heartbeating(ctx context.Context, id string) bool {
 	_, err := d.members.Get(ctx, "worker."+id)
-	return err == nil
+	// Only a missing key is death; a failed read (a NATS hiccup) is not.
+	return !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
 // leastLoaded picks a worker for new work; spreading across calls keeps

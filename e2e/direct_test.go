@@ -119,11 +119,7 @@ func TestDirectRefusedByFormerOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the checkpoint's copy, which the new owner will pull.
-	obs, err := js.ObjectStore(ctx, messages.BucketVaults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitPushed(t, obs, "default", "v", "cp1")
+	waitPushed(t, js, "default", "v", "cp1")
 
 	// Reassign the vault as a dispatcher would (compare-and-set, epoch+1).
 	kv, err := js.KeyValue(ctx, messages.BucketOwners)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -45,15 +46,21 @@ func handoffChunks(t *testing.T, r *sdkmetric.ManualReader) (sent, fetched int64
 	return sent, fetched
 }
 
-// waitPushed waits until the manifest of ns/vault in the object store
-// says it was pushed for checkpoint cp.
-func waitPushed(t *testing.T, obs jetstream.ObjectStore, ns, vault, cp string) jetstream.ObjectInfo {
+// waitPushed waits until the head of ns/vault says it was pushed for
+// checkpoint cp, and returns it.
+func waitPushed(t *testing.T, js jetstream.JetStream, ns, vault, cp string) messages.Head {
 	t.Helper()
+	ctx := context.Background()
+	heads, err := js.KeyValue(ctx, messages.BucketHeads)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		info, err := obs.GetInfo(context.Background(), messages.ManifestObject(ns, vault))
-		if err == nil && info.Metadata[messages.ObjectMetaCheckpoint] == cp {
-			return *info
+		var hd messages.Head
+		e, err := heads.Get(ctx, ns+"."+vault)
+		if err == nil && json.Unmarshal(e.Value(), &hd) == nil && hd.Checkpoint == cp {
+			return hd
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s/%s was never pushed for checkpoint %s: %v", ns, vault, cp, err)
@@ -78,10 +85,6 @@ func TestForkOnAnotherWorkerMovesOnlyMissingChunks(t *testing.T) {
 	c := f.client()
 	ctx := context.Background()
 	js, _ := jetstream.New(f.conn())
-	obs, err := js.ObjectStore(ctx, messages.BucketVaults)
-	if err != nil {
-		t.Fatal(err)
-	}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -98,7 +101,7 @@ func TestForkOnAnotherWorkerMovesOnlyMissingChunks(t *testing.T) {
 	must(c.Call(ctx, "default", "base", messages.OpVaultInfo, nil, &info))
 	src := info.Vault.Worker
 	other := map[string]string{"w1": "w2", "w2": "w1"}[src]
-	waitPushed(t, obs, "default", "base", "c1")
+	waitPushed(t, js, "default", "base", "c1")
 	if sent, _ := handoffChunks(t, readers[src]); sent != 17 {
 		t.Fatalf("%s sent %d chunks for base, want 17", src, sent)
 	}
@@ -143,7 +146,7 @@ func TestForkOnAnotherWorkerMovesOnlyMissingChunks(t *testing.T) {
 	name := away[0]
 	must(c.Call(ctx, "default", name, messages.OpWrite, messages.WriteArgs{Path: "/new.txt", Content: []byte("made on " + other)}, nil))
 	must(c.Call(ctx, "default", name, messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c2"}, nil))
-	waitPushed(t, obs, "default", name, "c2")
+	waitPushed(t, js, "default", name, "c2")
 	if sent, _ := handoffChunks(t, readers[other]); sent != 1 {
 		t.Fatalf("%s sent %d chunks for one new file, want 1", other, sent)
 	}
@@ -214,5 +217,44 @@ func TestParallelAttemptsSpreadAcrossWorkers(t *testing.T) {
 		if kept := at.Vault == *res.Best; kept != (err == nil) || (!kept && (!errors.As(err, &e) || e.Code != messages.CodeVaultNotFound)) {
 			t.Fatalf("%s (kept %v) after the run: %v", at.Vault, kept, err)
 		}
+	}
+}
+
+// TestForkTargetNamesAreReusable forks onto names that have an owner
+// record but no vault: one only probed (a vault.info answered NOT_FOUND
+// places it), one forked onto another worker and deleted. Both forks
+// succeed; a fork onto a name that holds a vault is refused.
+func TestForkTargetNamesAreReusable(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	f.addWorker("w2")
+	c := f.client()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Call(ctx, "default", "base", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	must(c.Call(ctx, "default", "base", messages.OpWrite, messages.WriteArgs{Path: "/a", Content: []byte("a")}, nil))
+	fork := func(target string) error {
+		return c.Call(ctx, "default", "base", messages.OpVaultFork, messages.VaultForkArgs{Target: target, Placement: messages.PlacementSpread}, nil)
+	}
+	var e *messages.Error
+	for i := range 6 {
+		name := fmt.Sprintf("probed%d", i)
+		if err := c.Call(ctx, "default", name, messages.OpVaultInfo, nil, nil); !errors.As(err, &e) || e.Code != messages.CodeVaultNotFound {
+			t.Fatalf("probe %s: %v", name, err)
+		}
+		must(fork(name))
+		must(c.Call(ctx, "default", name, messages.OpVaultDelete, nil, nil))
+		must(fork(name))
+		var cat messages.CatResult
+		must(c.Call(ctx, "default", name, messages.OpCat, messages.PathArgs{Path: "/a"}, &cat))
+	}
+	must(c.Call(ctx, "default", "taken", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	if err := fork("taken"); !errors.As(err, &e) || e.Code != messages.CodeVaultExists {
+		t.Fatalf("fork onto an existing vault: %v, want VAULT_EXISTS", err)
 	}
 }

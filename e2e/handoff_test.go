@@ -40,24 +40,11 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	must(call(messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("before")}, nil))
 	must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "cp1"}, nil))
 
-	// The push is asynchronous: wait until the checkpoint's copy is in
-	// the object store before changing the vault again.
+	// The push is asynchronous: wait until the checkpoint's copy is the
+	// vault's head before changing the vault again.
 	js, _ := jetstream.New(f.conn())
-	obs, err := js.ObjectStore(ctx, messages.BucketVaults)
-	must(err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := obs.GetInfo(ctx, messages.ManifestObject("default", "hv"))
-		if err == nil && info.Metadata[messages.ObjectMetaCheckpoint] == "cp1" {
-			if info.Metadata[messages.ObjectMetaEpoch] != "1" || info.Metadata[messages.ObjectMetaWorker] != "m1" {
-				t.Fatalf("pushed object metadata %v", info.Metadata)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the checkpoint was never pushed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if hd := waitPushed(t, js, "default", "hv", "cp1"); hd.Epoch != 1 || hd.Worker != "m1" {
+		t.Fatalf("pushed head %+v, want epoch 1 by m1", hd)
 	}
 	must(call(messages.OpWrite, messages.WriteArgs{Path: "/b.txt", Content: []byte("after")}, nil))
 
@@ -106,8 +93,8 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	// pushed, not its own copy.
 	must(call(messages.OpWrite, messages.WriteArgs{Path: "/d.txt", Content: []byte("on m2")}, nil))
 	must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "cp2"}, nil))
-	if md := waitPushed(t, obs, "default", "hv", "cp2").Metadata; md[messages.ObjectMetaWorker] != "m2" || md[messages.ObjectMetaEpoch] != "2" {
-		t.Fatalf("cp2 pushed with %v, want worker m2 at epoch 2", md)
+	if hd := waitPushed(t, js, "default", "hv", "cp2"); hd.Worker != "m2" || hd.Epoch != 2 {
+		t.Fatalf("cp2 pushed as %+v, want worker m2 at epoch 2", hd)
 	}
 	f.startWorkerProcess(home1, "m1")
 	f.waitMembers("m1")

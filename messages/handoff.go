@@ -1,6 +1,6 @@
 package messages
 
-// Vault handoff between machines, by content hash, in two JetStream
+// Vault handoff between machines, by content hash, in three JetStream
 // buckets:
 //
 //   - BucketChunks (KV): one content chunk (at most 64 KiB) per key, the
@@ -8,39 +8,58 @@ package messages
 //     any worker that needs the chunk reads it, and one that has it never
 //     sends it again. A KV get is one round trip (direct get); an
 //     object-store get sets up a consumer per object, which made fetching
-//     a vault of small files ten times slower (BENCHMARKS.md).
-//   - BucketVaults (object store), ManifestObject(ns, vault): the vault's
-//     export without chunk data (one SQLite file: trees, checkpoints,
-//     audit log, request log), with metadata ObjectMeta*. A deleted
-//     vault's manifest is a tombstone: empty, with ObjectMetaDeleted set.
+//     a vault of small files several times slower (BENCHMARKS.md).
+//   - BucketVaults (object store): manifests, each a vault's export
+//     without chunk data (one SQLite file: trees, checkpoints, audit log,
+//     request log), under a name unique to the push
+//     (ManifestObject(ns, vault, id)), never overwritten.
+//   - BucketHeads (KV): per vault (key <ns>.<vault>), the Head naming its
+//     current manifest. A push uploads its manifest, then moves the head
+//     by compare-and-set, refusing to replace a head of a later owner
+//     epoch: a slow push of a replaced owner cannot overwrite its
+//     successor's. A deleted vault's head is a tombstone (Deleted).
 //
-// The owner of a vault pushes it (the chunks the bucket lacks, then the
-// manifest) after vault.create, vault.import, vault.fork (the target),
-// checkpoint.save and checkpoint.restore, and for every vault changed
-// since its last push when it stops gracefully; vault.delete pushes the
-// tombstone. A fork placed on another worker is pushed before its reply.
+// The owner of a vault pushes it (the chunks the bucket lacks, the
+// manifest, the head) after vault.create, vault.import, vault.fork (the
+// target), checkpoint.save and checkpoint.restore, and for every vault
+// changed since its last push when it stops gracefully; vault.delete
+// pushes the tombstone. A fork placed on another worker is pushed before
+// the fork is answered.
 //
 // A worker about to serve a vault under an owner epoch it has not served
-// it under yet compares its copy with the manifest: it takes the
+// it under yet compares its copy with the head: it takes the head's
 // manifest (fetching only the chunks its store lacks) when it has no
-// copy, or when the manifest came from another store at a later epoch
-// than its copy's. So a vault reassigned from a dead worker is served
-// from its last push: what a failover loses (the RPO) is every change
-// after that push, unless the new owner shares the old one's store.
+// copy, or when the head came from another store at a later epoch than
+// its copy's. So a vault reassigned from a dead worker is served from its
+// last push: what a failover loses (the RPO) is every change after that
+// push, unless the new owner shares the old one's store.
 const (
 	BucketVaults = "avfs_vaults" // object store: vault manifests
 	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data
+	BucketHeads  = "avfs_heads"  // KV: <ns>.<vault> -> Head
 
-	// Manifest metadata.
-	ObjectMetaEpoch      = "avfs-epoch"      // owner epoch (BucketOwners) when pushed
-	ObjectMetaStore      = "avfs-store"      // id of the store the copy was taken from
-	ObjectMetaDeleted    = "avfs-deleted"    // "true" on a deleted vault's tombstone
-	ObjectMetaCheckpoint = "avfs-checkpoint" // checkpoint whose op triggered the push, if any
-	ObjectMetaTime       = "avfs-time"       // RFC 3339 time of the export
-	ObjectMetaWorker     = "avfs-worker"     // the worker that pushed it
-	ObjectMetaReason     = "avfs-reason"     // the op that triggered the push, or "drain"
-	ObjectMetaChunks     = "avfs-chunks"     // how many distinct chunks the vault references
+	// Manifest object metadata, for people browsing the bucket; the
+	// fleet reads the head.
+	ObjectMetaEpoch      = "avfs-epoch"
+	ObjectMetaStore      = "avfs-store"
+	ObjectMetaCheckpoint = "avfs-checkpoint"
+	ObjectMetaWorker     = "avfs-worker"
+	ObjectMetaReason     = "avfs-reason"
 )
 
-// ManifestObject is a vault's manifest's name in BucketVaults.
-func ManifestObject(ns, vault string) string { return "vault/" + ns + "/" + vault }
+// Head is a vault's current pushed copy, in BucketHeads.
+type Head struct {
+	Object     string `json:"object,omitempty"` // manifest name in BucketVaults; empty when Deleted
+	Epoch      int64  `json:"epoch"`            // owner epoch (BucketOwners) of the push
+	Store      string `json:"store"`            // id of the store the copy was taken from
+	Worker     string `json:"worker"`           // the worker that pushed it
+	Time       string `json:"time"`             // RFC 3339 time of the push
+	Reason     string `json:"reason"`           // the op that triggered it, or "drain"
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Chunks     int    `json:"chunks"` // distinct chunks the vault references
+	Deleted    bool   `json:"deleted,omitempty"`
+}
+
+// ManifestObject names a manifest pushed for ns/vault; id makes each push
+// a new object.
+func ManifestObject(ns, vault, id string) string { return "vault/" + ns + "/" + vault + "/" + id }

@@ -31,7 +31,7 @@ func (s *Store) Export(ctx context.Context, ns, name, file string) (TransferResu
 
 // ExportManifest writes what Export writes except the chunks' data: the
 // vault's trees name their content by hash only. A receiver fetches the
-// chunks it lacks (ManifestChunks, MissingChunks, PutChunk) before it
+// chunks it lacks (ManifestChunks, MissingChunks, AddChunks) before it
 // imports the manifest, so moving a vault between stores moves only the
 // content the receiver does not have.
 func (s *Store) ExportManifest(ctx context.Context, ns, name, file string) (TransferResult, error) {
@@ -229,16 +229,9 @@ func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (T
 // Replace imports file as Import does, in one transaction with deleting
 // the vault ns/name this store holds, if any: a worker taking a vault
 // over swaps its outdated copy for the current one, and a crash leaves
-// one or the other.
+// one or the other. The old copy's content stays until the next GC.
 func (s *Store) Replace(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
-	res, err := s.importFile(ctx, file, ns, name, meta, true)
-	if err != nil {
-		return res, err
-	}
-	if _, err := s.GC(ctx); err != nil {
-		return res, fmt.Errorf("replace %q: gc: %w", name, err)
-	}
-	return res, nil
+	return s.importFile(ctx, file, ns, name, meta, true)
 }
 
 func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta, replace bool) (TransferResult, error) {
@@ -265,11 +258,7 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			return fmt.Errorf("vault %q: %w", name, ErrVaultExists)
 		}
 		if n > 0 {
-			for _, q := range []string{
-				`DELETE FROM checkpoints WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
-				`DELETE FROM vaults WHERE namespace=?1 AND name=?2`,
-				`DELETE FROM requests WHERE namespace=?1 AND vault=?2`,
-			} {
+			for _, q := range deleteVaultSQL {
 				if _, err := c.ExecContext(ctx, q, ns, name); err != nil {
 					return fmt.Errorf("replace: %w", mapSQLErr(err))
 				}

@@ -130,35 +130,38 @@ func (s *Store) Chunk(ctx context.Context, h Hash) ([]byte, error) {
 	return data, mapSQLErr(err)
 }
 
-// PutChunks stores chunks received from elsewhere, each under its hash
-// after checking that the data has it, in one transaction. A chunk no
-// node references yet is harmless: GC frees it if no import follows.
-func (s *Store) PutChunks(ctx context.Context, chunks map[Hash][]byte) error {
+// AddChunks writes chunks received from elsewhere into the chunks table
+// of file, a manifest (ExportManifest) about to be imported, after
+// checking that each chunk's data has its hash. Import then stores them
+// in the same transaction that makes the vault reference them, so that
+// no GC in between can free them.
+func AddChunks(ctx context.Context, file string, chunks map[Hash][]byte) error {
 	for h, data := range chunks {
 		if sha256.Sum256(data) != h {
 			return fmt.Errorf("chunk %s: data does not match its hash: %w", h, ErrInvalidArgument)
 		}
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	conn, err := s.begin(ctx)
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=journal_mode(OFF)&_pragma=synchronous(OFF)")
 	if err != nil {
-		return fmt.Errorf("put chunks: begin: %w", err)
+		return fmt.Errorf("add chunks to %s: %w", file, err)
 	}
-	st, err := s.writerStmt(ctx, `INSERT INTO chunks(hash, data) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING`)
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("add chunks to %s: %w", file, mapSQLErr(err))
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO chunks(hash, data) VALUES(?, ?) ON CONFLICT(hash) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("add chunks to %s: %w", file, mapSQLErr(err))
+	}
 	for h, data := range chunks {
-		if err != nil {
-			break
+		if _, err := st.ExecContext(ctx, h[:], data); err != nil {
+			return fmt.Errorf("add chunks to %s: %w", file, mapSQLErr(err))
 		}
-		_, err = st.ExecContext(ctx, h[:], data)
-		err = mapSQLErr(err)
 	}
-	if err == nil {
-		err = s.commit(ctx)
-	}
-	if err != nil {
-		s.rollback(conn)
-		return fmt.Errorf("put chunks: %w", err)
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("add chunks to %s: %w", file, mapSQLErr(err))
 	}
 	return nil
 }

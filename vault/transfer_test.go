@@ -35,7 +35,12 @@ func moveByHash(t *testing.T, src, dst *Store, ns, name string, replace bool) in
 		}
 		got[h] = data
 	}
-	if err := dst.PutChunks(ctx, got); err != nil {
+	if err := AddChunks(ctx, file, got); err != nil {
+		t.Fatal(err)
+	}
+	// A GC between the fetch and the import (another vault's delete, say)
+	// must not free what was fetched.
+	if _, err := dst.GC(ctx); err != nil {
 		t.Fatal(err)
 	}
 	imp := dst.Import
@@ -117,7 +122,7 @@ func TestManifestWithoutChunksDoesNotImport(t *testing.T) {
 	if ok, _ := b.Vault("ns", "v").Exists(ctx); ok {
 		t.Fatal("a failed import left a vault behind")
 	}
-	if err := b.PutChunks(ctx, map[Hash][]byte{{1}: []byte("not that")}); !errors.Is(err, ErrInvalidArgument) {
+	if err := AddChunks(ctx, file, map[Hash][]byte{{1}: []byte("not that")}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("chunk with a wrong hash: %v, want ErrInvalidArgument", err)
 	}
 }

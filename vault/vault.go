@@ -258,18 +258,23 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 	return res, err
 }
 
+// deleteVaultSQL removes vault ?2 of namespace ?1 with its checkpoints and
+// request log; nodes and chunks stay for GC.
+var deleteVaultSQL = []string{
+	`DELETE FROM checkpoints WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
+	`DELETE FROM vaults WHERE namespace=?1 AND name=?2`,
+	`DELETE FROM requests WHERE namespace=?1 AND vault=?2`,
+}
+
 // Delete removes the vault, its checkpoints and its request log, then frees
 // the content that no other vault, checkpoint or fork references. Forks of
 // it keep working: they hold their own references to shared nodes.
 func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
 	_, _, err := write(ctx, s, ns, name, meta, "vault.delete", true, func(t *Tx) (struct{}, error) {
-		for _, q := range []string{`DELETE FROM checkpoints WHERE vault=?`, `DELETE FROM vaults WHERE id=?`} {
-			if _, err := t.exec(q, t.v.id); err != nil {
+		for _, q := range deleteVaultSQL {
+			if _, err := t.exec(q, ns, name); err != nil {
 				return struct{}{}, fmt.Errorf("delete vault %q: %w", name, err)
 			}
-		}
-		if _, err := t.exec(`DELETE FROM requests WHERE namespace=? AND vault=?`, ns, name); err != nil {
-			return struct{}{}, err
 		}
 		t.audit("vault.delete", "/", nil)
 		if err := t.flushEvents(); err != nil {

@@ -26,7 +26,7 @@ import (
 // direct request to join it. Past it the worker answers "use the intake",
 // where JetStream holds the excess: a direct request must not wait behind
 // a long queue without the stream's redelivery, and work-stream messages
-// (at most MaxAckPending) must always fit in the queue's 1024 slots.
+// (at most MaxAckPending) must always fit in the queue (see put).
 const directQueueMax = 64
 
 // delivery is one request for a vault queue: a work-stream message or a
@@ -115,11 +115,18 @@ func (s *Server) direct(m *nats.Msg) {
 // owns reports whether the owners cache names this worker as the owner
 // of ns/vault.
 func (s *Server) owns(ns, vault string) bool {
+	_, ok := s.ownEpoch(ns, vault)
+	return ok
+}
+
+// ownEpoch returns the owner epoch of ns/vault when the owners cache
+// names this worker as its owner; ok is false otherwise.
+func (s *Server) ownEpoch(ns, vault string) (epoch int64, ok bool) {
 	if s.owned == nil {
-		return false
+		return 0, false
 	}
 	o, ok := s.owned.Cached(ns, vault)
-	return ok && o.Worker == s.id
+	return o.Epoch, ok && o.Worker == s.id
 }
 
 // useIntake answers a direct request that was not served.
@@ -136,9 +143,9 @@ func (s *Server) useIntake(to, requestID, reason string) {
 // directly.
 func (s *Server) reply(to string, req messages.Request, rep messages.Reply) {
 	h := nats.Header{}
-	if req.Vault != "" && s.owned != nil {
-		if o, ok := s.owned.Cached(req.Namespace, req.Vault); ok && o.Worker == s.id {
-			h.Set(messages.HeaderOwnerEpoch, strconv.FormatInt(o.Epoch, 10))
+	if req.Vault != "" {
+		if epoch, ok := s.ownEpoch(req.Namespace, req.Vault); ok {
+			h.Set(messages.HeaderOwnerEpoch, strconv.FormatInt(epoch, 10))
 		}
 	}
 	s.publishReply(to, h, rep)

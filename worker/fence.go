@@ -42,6 +42,11 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	if o.Worker == s.id {
 		return o, false
 	}
+	if _, direct := msg.(directMsg); direct {
+		// The client sends it to the intake itself.
+		s.useIntake(replyTo, req.RequestID, intakeNotOwner)
+		return o, true
+	}
 	n, _ := strconv.Atoi(msg.Headers().Get(messages.HeaderFenced))
 	if n >= maxFenced {
 		s.reply(replyTo, req, messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
@@ -54,12 +59,13 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	for k, v := range msg.Headers() {
 		back.Header[k] = v
 	}
-	// A new message id per epoch: the intake already holds the request's
-	// own id in its deduplication window.
-	back.Header.Set(nats.MsgIdHdr, req.RequestID+".fenced-"+strconv.FormatInt(o.Epoch, 10))
+	// A new message id for each return: the intake already holds the
+	// request's own id, and an earlier return's, in its deduplication
+	// window.
+	back.Header.Set(nats.MsgIdHdr, req.RequestID+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
 	back.Header.Set(messages.HeaderFenced, strconv.Itoa(n+1))
 	telemetry.Inject(ctx, back.Header)
-	if _, err := s.js.PublishMsg(ctx, back); err != nil {
+	if ack, err := s.js.PublishMsg(ctx, back); err != nil || ack.Duplicate {
 		s.log.WarnContext(ctx, "fenced request not sent back", "request", req.RequestID, "err", err)
 		msg.Nak() // try again later
 		return o, true

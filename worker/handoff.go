@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,31 +12,39 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/vault"
 )
 
-// Cross-machine handoff, by content hash (the object layout and the rules
-// are in messages/handoff.go):
+// Cross-machine handoff, by content hash (the buckets and the rules are in
+// messages/handoff.go):
 //
-//   - push: the owner sends a vault's chunks the bucket lacks, then its
-//     manifest, after the ops that messages.BucketVaults lists and when
-//     Run ends gracefully. Pushes run in the background, at most one per
-//     vault at a time; a change during a push queues one more. A fork
-//     placed on another worker is pushed before the fork is answered.
+//   - push: the owner sends a vault's chunks the bucket lacks, its
+//     manifest, then moves its head, after the ops messages/handoff.go
+//     lists and when Run ends gracefully. Pushes run in the background,
+//     at most one per vault at a time; a change during a push queues one
+//     more. A fork placed on another worker is pushed before the fork is
+//     answered.
 //   - reconcile: before a request, a worker serving a vault under an
-//     owner epoch it has not checked yet takes the pushed manifest if it
-//     is newer than its copy, fetching only the chunks its store lacks.
+//     owner epoch it has not checked yet takes the vault's head if it is
+//     newer than its copy, fetching only the chunks its store lacks. When
+//     it cannot, the request is refused (UNAVAILABLE), never served from a
+//     copy that may be outdated.
 
 const (
 	pushTimeout = 2 * time.Minute
 	pushTries   = 4
-	// transfers is how many chunks move at once: object store requests
-	// are round trips, and a vault of small files has many chunks.
+	// transfers is how many chunks move at once: bucket requests are
+	// round trips, and a vault of small files has many chunks.
 	transfers = 8
+	// fetchBatch is how many fetched chunks are written to the manifest
+	// at once (at most 16 MiB in memory).
+	fetchBatch = 256
 )
 
 type vkey struct{ ns, vault string }
@@ -50,7 +57,7 @@ func epochKey(k vkey) string { return "owner_epoch." + k.ns + "/" + k.vault }
 // pushAction is what a push job does for one vault.
 type pushAction struct {
 	del        bool   // push the deleted vault's tombstone
-	seed       bool   // a fork for another worker: push although not the owner
+	seed       bool   // a fork for another worker: its first copy, pushed although not the owner
 	reason     string // the op that asked for it, or "drain"
 	checkpoint string
 }
@@ -68,8 +75,10 @@ type handoff struct {
 	checked map[vkey]int64 // owner epoch under which the copy was last reconciled
 	wg      sync.WaitGroup
 
+	// Set by open.
 	obs     jetstream.ObjectStore // manifests
 	chunkKV jetstream.KeyValue    // chunks
+	heads   jetstream.KeyValue    // heads
 	remote  string                // the chunks bucket's identity for vault.Store.MarkSent
 	storeID string
 
@@ -83,9 +92,9 @@ func newHandoff(s *Server) *handoff {
 	h := &handoff{s: s, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{}}
 	m := s.h.Meter().Meter(meterName)
 	h.chunks, _ = m.Int64Counter("avfs.handoff.chunks", metric.WithUnit("{chunk}"),
-		metric.WithDescription("Content chunks moved through the object store, by direction (sent, fetched)."))
+		metric.WithDescription("Content chunks moved through NATS, by direction (sent, fetched)."))
 	h.bytes, _ = m.Int64Counter("avfs.handoff.bytes", metric.WithUnit("By"),
-		metric.WithDescription("Bytes of content chunks moved through the object store, by direction (sent, fetched)."))
+		metric.WithDescription("Bytes of content chunks moved through NATS, by direction (sent, fetched)."))
 	return h
 }
 
@@ -96,26 +105,30 @@ func (h *handoff) moved(ctx context.Context, dir string, n int, size int64) {
 	h.bytes.Add(ctx, size, attrs)
 }
 
-// store returns the manifests' object store, and on first use opens the
-// chunks bucket and learns the identities the transfers need.
-func (h *handoff) store(ctx context.Context) (jetstream.ObjectStore, error) {
+// open finds the buckets and learns the identities the transfers need,
+// once.
+func (h *handoff) open(ctx context.Context) error {
 	h.mu.Lock()
-	obs := h.obs
+	done := h.obs != nil
 	h.mu.Unlock()
-	if obs != nil {
-		return obs, nil
+	if done {
+		return nil
 	}
 	obs, err := h.s.js.ObjectStore(ctx, messages.BucketVaults)
 	if err != nil {
-		return nil, fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
+		return fmt.Errorf("object store %s: %w", messages.BucketVaults, err)
+	}
+	heads, err := h.s.js.KeyValue(ctx, messages.BucketHeads)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", messages.BucketHeads, err)
 	}
 	kv, err := h.s.js.KeyValue(ctx, messages.BucketChunks)
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
+		return fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
 	}
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
+		return fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
 	}
 	// Chunks marked sent to a bucket that was since deleted and made
 	// again must be sent again: the bucket's creation time tells them
@@ -126,12 +139,37 @@ func (h *handoff) store(ctx context.Context) (jetstream.ObjectStore, error) {
 	}
 	id, err := h.s.h.Store().ID(ctx)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("store id: %w", err)
 	}
 	h.mu.Lock()
-	h.obs, h.chunkKV, h.remote, h.storeID = obs, kv, remote, id
+	h.obs, h.chunkKV, h.heads, h.remote, h.storeID = obs, kv, heads, remote, id
 	h.mu.Unlock()
-	return obs, nil
+	return nil
+}
+
+// head reads k's head and its revision; ok is false when k has none.
+func (h *handoff) head(ctx context.Context, k vkey) (hd messages.Head, rev uint64, ok bool, err error) {
+	e, err := h.heads.Get(ctx, owners.Key(k.ns, k.vault))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return hd, 0, false, nil
+	}
+	if err != nil {
+		return hd, 0, false, fmt.Errorf("head of %s/%s: %w", k.ns, k.vault, err)
+	}
+	if err := json.Unmarshal(e.Value(), &hd); err != nil {
+		return hd, 0, false, fmt.Errorf("head of %s/%s: %w", k.ns, k.vault, err)
+	}
+	return hd, e.Revision(), true, nil
+}
+
+// localEpoch is the owner epoch under which this store's copy of k was
+// last current (0: never recorded).
+func (h *handoff) localEpoch(ctx context.Context, k vkey) (int64, error) {
+	v, ok, err := h.s.h.Store().Meta(ctx, epochKey(k))
+	if err != nil || !ok {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // before runs ahead of a request for a vault owned (at owner.Epoch; 0 when
@@ -145,7 +183,10 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 	h.mu.Lock()
 	h.served[k] = struct{}{}
 	h.mu.Unlock()
-	h.reconcile(ctx, k, owner.Epoch, req.RequestID)
+	if err := h.reconcile(ctx, k, owner.Epoch, req.RequestID); err != nil {
+		h.s.log.WarnContext(ctx, "handoff: vault not brought up to date", "namespace", k.ns, "vault", k.vault, "epoch", owner.Epoch, "err", err)
+		return messages.Errorf(messages.CodeUnavailable, "vault %q: its current copy could not be brought to worker %s: %v; retry", req.Vault, h.s.id, err)
+	}
 	if req.Op == messages.OpVaultFork {
 		return h.checkTarget(ctx, req)
 	}
@@ -153,122 +194,121 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 }
 
 // reconcile makes the local copy of k the fleet's current one for owner
-// epoch epoch. Errors are logged and leave the copy as it is; the request
-// then runs on what the store has, and the next one tries again.
-func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID string) {
+// epoch epoch. On error the copy may be outdated and must not be served.
+func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID string) error {
 	h.mu.Lock()
 	e, ok := h.checked[k]
 	h.mu.Unlock()
 	if ok && e == epoch {
-		return
+		return nil
 	}
-	log := h.s.log.With("namespace", k.ns, "vault", k.vault, "epoch", epoch)
 	st := h.s.h.Store()
 	exists, err := st.Vault(k.ns, k.vault).Exists(ctx)
 	if err != nil {
-		return
+		return err
 	}
-	local := int64(0)
-	if v, ok, err := st.Meta(ctx, epochKey(k)); err == nil && ok {
-		local, _ = strconv.ParseInt(v, 10, 64)
+	local, err := h.localEpoch(ctx, k)
+	if err != nil {
+		return err
 	}
 	if !exists || local != epoch {
-		obs, err := h.store(ctx)
+		if err := h.open(ctx); err != nil {
+			return err
+		}
+		hd, _, ok, err := h.head(ctx, k)
 		if err != nil {
-			log.Warn("handoff: object store", "err", err)
-			return
+			return err
 		}
-		info, err := obs.GetInfo(ctx, messages.ManifestObject(k.ns, k.vault))
-		if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			log.Warn("handoff: manifest", "err", err)
-			return
-		}
-		if err == nil && h.newer(info, exists, local) {
-			if info.Metadata[messages.ObjectMetaDeleted] == "true" {
-				if exists {
-					// Deleted elsewhere after this copy was current.
-					if err := st.Delete(ctx, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id, RequestID: requestID}); err != nil {
-						log.Warn("handoff: drop deleted vault", "err", err)
-						return
-					}
-					exists = false
+		if ok && h.newer(hd, exists, local) {
+			switch {
+			case hd.Deleted && exists:
+				// Deleted elsewhere after this copy was current.
+				// No request id: the request log would then answer the
+				// request being served with this delete's result.
+				if err := st.Delete(ctx, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil {
+					return fmt.Errorf("drop the copy of a deleted vault: %w", err)
 				}
-			} else {
-				if err := h.pull(ctx, k, exists, requestID); err != nil {
-					log.Warn("handoff pull", "err", err)
-					return
+				exists = false
+			case !hd.Deleted:
+				if err := h.pull(ctx, k, hd, exists, requestID); err != nil {
+					return fmt.Errorf("pull: %w", err)
 				}
 				exists = true
 			}
 		}
-		if exists && epoch > 0 {
+		if !exists {
+			// Nothing to remember: the vault may yet arrive here, made
+			// by a create, or pushed by a fork's source worker.
+			return nil
+		}
+		if epoch > 0 {
 			if err := st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
-				log.Warn("handoff: record epoch", "err", err)
-				return
+				return fmt.Errorf("record epoch: %w", err)
 			}
 		}
 	}
 	h.mu.Lock()
 	h.checked[k] = epoch
 	h.mu.Unlock()
+	return nil
 }
 
-// newer reports whether a pushed manifest supersedes the local copy (if
-// exists) that was current at owner epoch local. A manifest pushed from
-// this very store never does: the store has everything it had, and more.
-// Two stores never push at one epoch (only its owner pushes), so a later
-// epoch from another store means changes this copy has not seen.
-func (h *handoff) newer(info *jetstream.ObjectInfo, exists bool, local int64) bool {
+// newer reports whether a head supersedes the local copy (if exists) that
+// was current at owner epoch local. A head pushed from this very store
+// never does: the store has everything it had, and more. Otherwise a
+// later epoch wins: pushes are made only by an epoch's owner from a copy
+// current at that epoch (the one exception, a fork's first copy pushed by
+// its source's worker, is made only when the target has no head, or a
+// deleted vault's), and a head never moves back to an earlier epoch.
+func (h *handoff) newer(hd messages.Head, exists bool, local int64) bool {
 	if !exists {
 		return true
 	}
-	if info.Metadata[messages.ObjectMetaStore] == h.storeID {
+	if hd.Store == h.storeID {
 		return false
 	}
-	r, _ := strconv.ParseInt(info.Metadata[messages.ObjectMetaEpoch], 10, 64)
-	return r > local
+	return hd.Epoch > local
 }
 
 // checkTarget refuses a fork onto a vault name that another worker holds:
 // its store cannot see that vault, so the fork would make a second one.
 // The target's owner record names the request that placed it, which tells
-// a fork's own placement (and its retries) from an existing vault.
+// a fork's own placement (and its retries) from an earlier one; for an
+// earlier one the target's owner is asked whether it has the vault, and
+// when it cannot answer, the target's head decides.
 func (h *handoff) checkTarget(ctx context.Context, req messages.Request) *messages.Error {
 	var a messages.VaultForkArgs
 	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
 		return nil // the handler answers the malformed request
 	}
 	o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
-	if err != nil || !ok || o.Worker == h.s.id || o.Request == req.RequestID {
+	if err != nil || !ok || o.Worker == h.s.id || (req.RequestID != "" && o.Request == req.RequestID) {
 		return nil
 	}
-	obs, err := h.store(ctx)
-	if err != nil {
-		return nil
+	exists := func() bool {
+		if has, answered := h.s.pr.holds(ctx, o.Worker, req.Namespace, a.Target); answered {
+			return has
+		}
+		hd, _, ok, err := h.head(ctx, vkey{req.Namespace, a.Target})
+		return err != nil || ok && !hd.Deleted
 	}
-	info, err := obs.GetInfo(ctx, messages.ManifestObject(req.Namespace, a.Target))
-	if err == nil && info.Metadata[messages.ObjectMetaDeleted] == "true" {
+	if err := h.open(ctx); err == nil && !exists() {
 		return nil
 	}
 	return messages.Errorf(messages.CodeVaultExists, "vault %q already exists (on worker %s)", a.Target, o.Worker)
 }
 
-// pull fetches k's manifest and the chunks this store lacks, then imports
-// it, in place of the local copy when replace.
-func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID string) error {
-	obs, err := h.store(ctx)
-	if err != nil {
-		return err
-	}
+// pull fetches the manifest hd names and the chunks this store lacks,
+// then imports it, in place of the local copy when replace.
+func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bool, requestID string) error {
 	dir, err := os.MkdirTemp("", "avfs-pull-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "manifest.db")
-	name := messages.ManifestObject(k.ns, k.vault)
-	if err := obs.GetFile(ctx, name, file); err != nil {
-		return fmt.Errorf("download %s: %w", name, err)
+	if err := h.obs.GetFile(ctx, hd.Object, file); err != nil {
+		return fmt.Errorf("download %s: %w", hd.Object, err)
 	}
 	st := h.s.h.Store()
 	hs, err := vault.ManifestChunks(ctx, file)
@@ -279,11 +319,13 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 	if err != nil {
 		return err
 	}
+	// The fetched chunks go into the manifest file, so that the import
+	// stores them in the transaction that references them.
 	var mu sync.Mutex
 	batch := map[vault.Hash][]byte{}
 	var fetched int64
 	flush := func() error { // under mu
-		if err := st.PutChunks(ctx, batch); err != nil {
+		if err := vault.AddChunks(ctx, file, batch); err != nil {
 			return err
 		}
 		clear(batch)
@@ -294,12 +336,11 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 		if err != nil {
 			return fmt.Errorf("chunk %s: %w", c, err)
 		}
-		data := e.Value()
 		mu.Lock()
 		defer mu.Unlock()
-		batch[c] = data
-		fetched += int64(len(data))
-		if len(batch) >= 256 {
+		batch[c] = e.Value()
+		fetched += int64(len(e.Value()))
+		if len(batch) >= fetchBatch {
 			return flush()
 		}
 		return nil
@@ -312,12 +353,17 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 	}
 	meta := vault.Meta{Actor: "worker:" + h.s.id, RequestID: requestID}
 	if replace {
-		_, err = st.Replace(ctx, file, k.ns, k.vault, meta)
-	} else if _, err = st.Import(ctx, file, k.ns, k.vault, meta); errors.Is(err, vault.ErrVaultExists) {
-		err = nil // another process on this store imported it first
-	}
-	if err != nil {
-		return err
+		if _, err := st.Replace(ctx, file, k.ns, k.vault, meta); err != nil {
+			return err
+		}
+		// Free the replaced copy's content, off the request's path.
+		go func() {
+			if _, err := st.GC(context.WithoutCancel(ctx)); err != nil {
+				h.s.log.Warn("handoff: gc after replace", "err", err)
+			}
+		}()
+	} else if _, err := st.Import(ctx, file, k.ns, k.vault, meta); err != nil && !errors.Is(err, vault.ErrVaultExists) {
+		return err // (exists: another process on this store imported it first)
 	}
 	// Every chunk of the manifest is in the bucket: this store need not
 	// send them when it pushes the vault.
@@ -325,7 +371,8 @@ func (h *handoff) pull(ctx context.Context, k vkey, replace bool, requestID stri
 		return err
 	}
 	h.moved(ctx, "fetched", len(missing), fetched)
-	h.s.log.Info("pulled vault", "namespace", k.ns, "vault", k.vault, "chunks", len(hs), "fetched", len(missing), "fetched_bytes", fetched, "replaced", replace)
+	h.s.log.Info("pulled vault", "namespace", k.ns, "vault", k.vault, "chunks", len(hs), "fetched", len(missing), "fetched_bytes", fetched,
+		"replaced", replace, "epoch", hd.Epoch, "from", hd.Worker)
 	return nil
 }
 
@@ -369,10 +416,7 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 	}
 	k := vkey{req.Namespace, req.Vault}
 	if req.Op.Mutating() {
-		h.mu.Lock()
-		h.served[k] = struct{}{}
-		h.dirty[k] = true
-		h.mu.Unlock()
+		h.markDirty(k)
 	}
 	switch req.Op {
 	case messages.OpVaultCreate, messages.OpVaultImport:
@@ -383,34 +427,7 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		json.Unmarshal(rep.Result, &r)
 		h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint.Name})
 	case messages.OpVaultFork:
-		var a messages.VaultForkArgs
-		if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
-			return rep
-		}
-		t := vkey{req.Namespace, a.Target}
-		o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
-		if err != nil || !ok || o.Worker == h.s.id {
-			h.mu.Lock()
-			h.served[t] = struct{}{}
-			h.dirty[t] = true
-			h.mu.Unlock()
-			h.current(ctx, t, o.Epoch)
-			h.schedule(t, pushAction{reason: string(req.Op), checkpoint: a.Checkpoint})
-			return rep
-		}
-		// Placed on another worker: it can serve the fork only once the
-		// bucket has it. A failed push fails the fork for its caller; a
-		// retry (same request id) pushes again.
-		if err := h.sync(t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint}); err != nil {
-			h.s.log.Warn("handoff: fork for another worker", "vault", a.Target, "worker", o.Worker, "err", err)
-			return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-				"fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)}
-		}
-		var r messages.ForkResult
-		if json.Unmarshal(rep.Result, &r) == nil {
-			r.Vault.Worker = o.Worker // where the fork now lives
-			rep.Result, _ = json.Marshal(r)
-		}
+		return h.afterFork(ctx, req, rep)
 	case messages.OpVaultDelete:
 		h.mu.Lock()
 		delete(h.dirty, k)
@@ -420,6 +437,47 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		h.schedule(k, pushAction{del: true, reason: string(req.Op)})
 	}
 	return rep
+}
+
+// afterFork pushes a fork kept here in the background; a fork placed on
+// another worker is pushed before the reply (it can serve the fork only
+// once the bucket has it), then dropped here, where nothing serves it.
+func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messages.Reply) messages.Reply {
+	var a messages.VaultForkArgs
+	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
+		return rep
+	}
+	t := vkey{req.Namespace, a.Target}
+	o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
+	if err != nil || !ok || o.Worker == h.s.id {
+		h.markDirty(t)
+		h.current(ctx, t, o.Epoch)
+		h.schedule(t, pushAction{reason: string(req.Op), checkpoint: a.Checkpoint})
+		return rep
+	}
+	// A failed push fails the fork for its caller; a retry (same request
+	// id) finds the stored result and pushes again.
+	if err := h.sync(t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint}); err != nil {
+		h.s.log.Warn("handoff: fork for another worker", "vault", a.Target, "worker", o.Worker, "err", err)
+		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
+			"fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)}
+	}
+	if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil {
+		h.s.log.Warn("handoff: drop the copy of a fork handed over", "vault", a.Target, "err", err)
+	}
+	var r messages.ForkResult
+	if json.Unmarshal(rep.Result, &r) == nil {
+		r.Vault.Worker = o.Worker // where the fork now lives
+		rep.Result, _ = json.Marshal(r)
+	}
+	return rep
+}
+
+func (h *handoff) markDirty(k vkey) {
+	h.mu.Lock()
+	h.served[k] = struct{}{}
+	h.dirty[k] = true
+	h.mu.Unlock()
 }
 
 // current records that the local copy of k is current at owner epoch epoch
@@ -499,67 +557,121 @@ func (h *handoff) drain() {
 	h.wg.Wait()
 }
 
-// sync pushes k: the chunks the bucket lacks, then the manifest (or the
-// tombstone). Only the owner pushes, so a worker the vault was taken from
-// cannot overwrite its new owner's copy.
+// sync pushes k: the chunks the bucket lacks and the manifest, or the
+// tombstone, then moves its head. Only the owner pushes, only a copy
+// current at the owner's epoch, and the head never moves back to an
+// earlier epoch: a worker the vault was taken from cannot overwrite its
+// new owner's copy, even with a push that started before the handover.
 func (h *handoff) sync(k vkey, a pushAction) error {
 	ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
 	defer cancel()
-	obs, err := h.store(ctx)
-	if err != nil {
+	log := h.s.log.With("namespace", k.ns, "vault", k.vault, "reason", a.reason)
+	if err := h.open(ctx); err != nil {
 		return err
 	}
 	o, known, err := h.s.owned.Get(ctx, k.ns, k.vault)
 	if err != nil {
 		return fmt.Errorf("owner: %w", err)
 	}
-	if known && o.Worker != h.s.id && !a.seed {
-		h.s.log.Info("handoff push skipped: not the owner", "namespace", k.ns, "vault", k.vault, "owner", o.Worker, "epoch", o.Epoch)
-		return nil
+	if known && !a.seed {
+		if o.Worker != h.s.id {
+			log.Info("handoff push skipped: not the owner", "owner", o.Worker, "epoch", o.Epoch)
+			return nil
+		}
+		if local, err := h.localEpoch(ctx, k); err != nil {
+			return err
+		} else if local != o.Epoch && !a.del {
+			log.Info("handoff push skipped: this copy is not current at the owner epoch", "epoch", o.Epoch, "copy_epoch", local)
+			return nil
+		}
 	}
-	now := time.Now().UTC()
-	md := map[string]string{messages.ObjectMetaTime: now.Format(time.RFC3339Nano), messages.ObjectMetaWorker: h.s.id,
-		messages.ObjectMetaReason: a.reason, messages.ObjectMetaStore: h.storeID, messages.ObjectMetaEpoch: strconv.FormatInt(o.Epoch, 10)}
-	name := messages.ManifestObject(k.ns, k.vault)
-	if a.del {
-		md[messages.ObjectMetaDeleted] = "true"
-		_, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: md}, bytes.NewReader(nil))
-		return err
-	}
-	st := h.s.h.Store()
-	if ok, err := st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
-		return err
-	}
-	h.mu.Lock()
-	h.dirty[k] = false // a change from here on needs another push
-	h.mu.Unlock()
-	if err := h.push(ctx, obs, k, name, a, md); err != nil {
-		h.mu.Lock()
-		h.dirty[k] = true
-		h.mu.Unlock()
-		return err
-	}
-	return nil
-}
-
-func (h *handoff) push(ctx context.Context, obs jetstream.ObjectStore, k vkey, name string, a pushAction, md map[string]string) error {
-	dir, err := os.MkdirTemp("", "avfs-push-")
+	hd, rev, ok, err := h.head(ctx, k)
 	if err != nil {
 		return err
+	}
+	// A head of a later epoch is never replaced; a fork's first copy
+	// replaces only a deleted vault's (a retried fork whose target has
+	// since changed must not put it back).
+	keep := func(hd messages.Head) bool { return hd.Epoch > o.Epoch || a.seed && !hd.Deleted }
+	if ok && keep(hd) {
+		log.Info("handoff push skipped: the head is newer", "head_epoch", hd.Epoch, "epoch", o.Epoch)
+		return nil
+	}
+	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
+		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del}
+	if !a.del {
+		st := h.s.h.Store()
+		if ok, err := st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
+			return err
+		}
+		h.mu.Lock()
+		h.dirty[k] = false // a change from here on needs another push
+		h.mu.Unlock()
+		if next.Object, next.Chunks, err = h.upload(ctx, k, next); err != nil {
+			h.markDirty(k)
+			return err
+		}
+	}
+	// Move the head, compare-and-set against the head read above.
+	for {
+		b, _ := json.Marshal(next)
+		if ok {
+			_, err = h.heads.Update(ctx, owners.Key(k.ns, k.vault), b, rev)
+		} else {
+			_, err = h.heads.Create(ctx, owners.Key(k.ns, k.vault), b)
+		}
+		if err == nil {
+			if ok && hd.Object != "" {
+				if err := h.obs.Delete(ctx, hd.Object); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+					log.Warn("handoff: delete the previous manifest", "object", hd.Object, "err", err)
+				}
+			}
+			log.Debug("pushed vault", "object", next.Object, "epoch", next.Epoch, "chunks", next.Chunks)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			break
+		}
+		// Another push moved the head meanwhile: read it again, and give
+		// way to a later epoch.
+		if hd, rev, ok, err = h.head(ctx, k); err != nil {
+			break
+		}
+		if ok && keep(hd) {
+			log.Info("handoff push dropped: the head moved to a newer copy", "head_epoch", hd.Epoch, "epoch", next.Epoch)
+			err = nil
+			break
+		}
+	}
+	if next.Object != "" {
+		h.obs.Delete(context.WithoutCancel(ctx), next.Object)
+	}
+	if err != nil && !a.del {
+		h.markDirty(k)
+	}
+	return err
+}
+
+// upload sends k's chunks the bucket lacks and its manifest, and returns
+// the manifest's object name and how many chunks the vault references.
+func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string, int, error) {
+	dir, err := os.MkdirTemp("", "avfs-push-")
+	if err != nil {
+		return "", 0, err
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "manifest.db")
 	st := h.s.h.Store()
 	if _, err := st.ExportManifest(ctx, k.ns, k.vault, file); err != nil {
-		return fmt.Errorf("export: %w", err)
+		return "", 0, fmt.Errorf("export: %w", err)
 	}
 	hs, err := vault.ManifestChunks(ctx, file)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	unsent, err := st.Unsent(ctx, h.remote, hs)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	var sent int
 	var sentBytes int64
@@ -583,26 +695,25 @@ func (h *handoff) push(ctx context.Context, obs jetstream.ObjectStore, k vkey, n
 		return nil
 	})
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	h.moved(ctx, "sent", sent, sentBytes)
 	if err := st.MarkSent(ctx, h.remote, unsent); err != nil {
-		return err
+		return "", 0, err
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	defer f.Close()
-	md[messages.ObjectMetaChunks] = strconv.Itoa(len(hs))
-	if a.checkpoint != "" {
-		md[messages.ObjectMetaCheckpoint] = a.checkpoint
+	name := messages.ManifestObject(k.ns, k.vault, fmt.Sprintf("%d-%s", hd.Epoch, nuid.Next()))
+	md := map[string]string{messages.ObjectMetaEpoch: strconv.FormatInt(hd.Epoch, 10), messages.ObjectMetaStore: hd.Store,
+		messages.ObjectMetaWorker: hd.Worker, messages.ObjectMetaReason: hd.Reason}
+	if hd.Checkpoint != "" {
+		md[messages.ObjectMetaCheckpoint] = hd.Checkpoint
 	}
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: md}, f)
-	if err != nil {
-		return fmt.Errorf("manifest: %w", err)
+	if _, err := h.obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: md}, f); err != nil {
+		return "", 0, fmt.Errorf("manifest: %w", err)
 	}
-	h.s.log.Debug("pushed vault", "namespace", k.ns, "vault", k.vault, "manifest_bytes", info.Size, "chunks", len(hs), "sent", sent,
-		"epoch", md[messages.ObjectMetaEpoch], "checkpoint", a.checkpoint, "reason", a.reason)
-	return nil
+	return name, len(hs), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -127,7 +128,7 @@ func (p *peers) serve(r micro.Request) {
 	s.mu.Lock()
 	s.busy++
 	s.mu.Unlock()
-	rep := s.h.Handle(ctx, req)
+	rep := s.handle(ctx, req)
 	s.mu.Lock()
 	s.busy--
 	s.mu.Unlock()
@@ -259,9 +260,11 @@ func (p *peers) request(ctx context.Context, id string, req messages.Request, ti
 }
 
 // mergeVaults adds the peers' vaults to the local list: one entry per
-// vault, the owner's when the owner reported it (a fork's source worker
-// and workers sharing a store report the same vault too), else the
-// first reporter's, local first; sorted by name as each store lists.
+// vault, the owner's when the owner reported it (workers sharing a store
+// report the same vault too), else the first reporter's, local first;
+// sorted by name as each store lists. A vault whose owner answered
+// without it is left out: the others hold a copy left behind when it
+// moved, and the owner's store says it is gone.
 func (p *peers) mergeVaults(ctx context.Context, req messages.Request, local messages.Reply) messages.Reply {
 	var res messages.VaultListResult
 	if err := json.Unmarshal(local.Result, &res); err != nil {
@@ -273,12 +276,14 @@ func (p *peers) mergeVaults(ctx context.Context, req messages.Request, local mes
 		byName[v.Name] = i
 		from = append(from, p.s.id)
 	}
+	answered := map[string]bool{p.s.id: true}
 	for _, a := range p.ask(ctx, req, peerTimeout) {
 		var pr messages.VaultListResult
 		if a.rep.Error != nil || json.Unmarshal(a.rep.Result, &pr) != nil {
 			p.s.log.WarnContext(ctx, "peer skipped", "peer", a.worker, "op", req.Op, "err", a.rep.Error)
 			continue
 		}
+		answered[a.worker] = true
 		for _, v := range pr.Vaults {
 			i, seen := byName[v.Name]
 			if !seen {
@@ -292,6 +297,14 @@ func (p *peers) mergeVaults(ctx context.Context, req messages.Request, local mes
 			}
 		}
 	}
+	kept := res.Vaults[:0]
+	for i, v := range res.Vaults {
+		if o, ok := p.s.owned.Cached(req.Namespace, v.Name); ok && answered[o.Worker] && from[i] != o.Worker {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	res.Vaults = kept
 	sort.SliceStable(res.Vaults, func(i, j int) bool { return res.Vaults[i].Name < res.Vaults[j].Name })
 	return resultReply(req, res)
 }
@@ -379,4 +392,24 @@ func resultReply(req messages.Request, res any) messages.Reply {
 
 func errorReply(req messages.Request, err error) messages.Reply {
 	return messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeInternal, "merge %s: %v", req.Op, err)}
+}
+
+// holds asks worker w whether its store has vault ns/name; answered is
+// false when w did not answer in time.
+func (p *peers) holds(ctx context.Context, w, ns, name string) (has, answered bool) {
+	req := messages.Request{Op: messages.OpVaultList, Namespace: ns, RequestID: "holds-" + nuid.Next()}
+	rep, err := p.request(ctx, w, req, peerTimeout)
+	if err != nil || rep.Error != nil {
+		return false, false
+	}
+	var res messages.VaultListResult
+	if json.Unmarshal(rep.Result, &res) != nil {
+		return false, false
+	}
+	for _, v := range res.Vaults {
+		if v.Name == name {
+			return true, true
+		}
+	}
+	return false, true
 }

@@ -188,12 +188,28 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			// Keep heartbeating until the pushes are done: a worker whose
+			// heartbeat lapsed while it finished a long exec would have
+			// its vaults taken before it pushed them.
+			hctx := context.WithoutCancel(ctx)
+			beating := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-beating:
+						return
+					case <-hb.C:
+						s.heartbeat(hctx)
+					}
+				}
+			}()
 			stopDirect()
 			cc.Drain()
 			close(s.stop)
 			s.wg.Wait()
 			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
+			close(beating)
 			s.release()
 			return nil
 		case <-hb.C:
@@ -286,14 +302,17 @@ func (s *Server) put(d delivery, limit int) (refused string) {
 		return intakeBusy
 	}
 	if !ok {
-		q = make(chan delivery, 1024)
+		// Room for every message JetStream may have in flight
+		// (MaxAckPending) and the direct requests a queue accepts, so
+		// that the send below, under the lock, never blocks.
+		q = make(chan delivery, s.o.Concurrency*16+directQueueMax)
 		s.qs[key] = q
 		s.wg.Add(1)
 		go s.drain(key, q)
 	}
 	s.seen[key] = struct{}{}
 	// Sent under the lock so drain cannot retire the queue in between;
-	// MaxAckPending and directQueueMax keep it far from full.
+	// the queue's size keeps it from blocking.
 	q <- d
 	return ""
 }
@@ -414,7 +433,7 @@ func (s *Server) process(msg delivery) {
 	if e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
-		rep = s.h.Handle(handler.WithAttempt(ctx, attempt), req)
+		rep = s.handle(handler.WithAttempt(ctx, attempt), req)
 		rep = s.pr.handle(ctx, req, rep, dl)   // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner) // push in the background, or hand a fork over
 	}

@@ -52,9 +52,6 @@ func (a *app) attemptsCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("no command: pass -- CMD... with --count N, or --commands FILE")
 			}
-			if keep != "best" && keep != "all" && keep != "none" {
-				return fmt.Errorf("--keep %q: want best, all or none", keep)
-			}
 			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement})
 		},
 	}

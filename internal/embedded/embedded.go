@@ -95,8 +95,10 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	}
 	// Vault manifests and content chunks, for moving vaults between
 	// machines (worker handoff, messages/handoff.go).
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketChunks, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
-		return fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
+	for _, b := range []string{messages.BucketChunks, messages.BucketHeads} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
+			return fmt.Errorf("bucket %s: %w", b, err)
+		}
 	}
 	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: messages.BucketVaults, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
 		return fmt.Errorf("object store %s: %w", messages.BucketVaults, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -22,7 +23,9 @@ type Cache struct {
 }
 
 // Watch starts a cache of kv that follows its changes until ctx ends. It
-// returns once the bucket's current values are loaded.
+// returns once the bucket's current values are loaded. A watch that ends
+// early (its consumer lost with a NATS server) is started again, so the
+// cache never freezes silently.
 func Watch(ctx context.Context, kv jetstream.KeyValue) (*Cache, error) {
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
@@ -31,30 +34,29 @@ func Watch(ctx context.Context, kv jetstream.KeyValue) (*Cache, error) {
 	c := &Cache{kv: kv, m: map[string]messages.Owner{}}
 	ready := make(chan struct{})
 	go func() {
-		defer w.Stop()
 		loaded := false
 		for {
-			select {
-			case <-ctx.Done():
+			c.follow(ctx, w, func() {
 				if !loaded {
+					loaded = true
 					close(ready)
 				}
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
+			})
+			w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
 					if !loaded {
 						close(ready)
 					}
 					return
+				case <-time.After(time.Second):
 				}
-				if e == nil { // the initial values are all delivered
-					if !loaded {
-						loaded = true
-						close(ready)
-					}
-					continue
+				next, err := kv.WatchAll(ctx)
+				if err == nil {
+					w = next
+					break
 				}
-				c.apply(e)
 			}
 		}
 	}()
@@ -64,6 +66,26 @@ func Watch(ctx context.Context, kv jetstream.KeyValue) (*Cache, error) {
 		return nil, ctx.Err()
 	}
 	return c, nil
+}
+
+// follow applies w's updates until it or ctx ends; loaded runs once the
+// initial values are in.
+func (c *Cache) follow(ctx context.Context, w jetstream.KeyWatcher, loaded func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				loaded()
+				continue
+			}
+			c.apply(e)
+		}
+	}
 }
 
 func (c *Cache) apply(e jetstream.KeyValueEntry) {
