@@ -80,7 +80,7 @@ func vaultToken(op messages.Op) string {
 
 // fleetTypes are the values of the fleet's KV buckets, documented for
 // operators and other dispatcher implementations.
-var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member]()}
+var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head]()}
 
 // names renames Go types whose contract name differs (spec/envelope.md).
 var names = map[string]string{"Envelope": "ExecutionEnvelope"}
