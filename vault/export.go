@@ -226,15 +226,21 @@ func (s *Store) Import(ctx context.Context, file, ns, name string, meta Meta) (T
 	return s.importFile(ctx, file, ns, name, meta, false)
 }
 
-// Replace imports file as Import does, in one transaction with deleting
+// Receive imports file as Import does, in one transaction with deleting
 // the vault ns/name this store holds, if any: a worker taking a vault
 // over swaps its outdated copy for the current one, and a crash leaves
-// one or the other. The old copy's content stays until the next GC.
-func (s *Store) Replace(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
+// one or the other. It records the action vault.received, not
+// vault.import: the vault moved between machines, nobody imported it.
+// The old copy's content stays until the next GC.
+func (s *Store) Receive(ctx context.Context, file, ns, name string, meta Meta) (TransferResult, error) {
 	return s.importFile(ctx, file, ns, name, meta, true)
 }
 
 func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta, replace bool) (TransferResult, error) {
+	action := "vault.import"
+	if replace {
+		action = "vault.received"
+	}
 	if err := ValidVaultName(ns); err != nil {
 		return TransferResult{}, err
 	}
@@ -287,10 +293,10 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			`INSERT INTO dirents(dir, name, child) SELECT dir + ?1, name, child + ?1 FROM im.dirents`,
 			`INSERT INTO checkpoints(vault, name, root, created_at, message, auto, files, dirs, bytes, next_ino, trace) SELECT ?2, name, root + ?1, created_at, message, auto, files, dirs, bytes, next_ino, trace FROM im.checkpoints`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, imported) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details, 1 FROM im.audit ORDER BY id`,
-			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, 'vault.import', '/', ?6, ?7, ?8, json_object('file', ?9))`,
+			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, ?10, '/', ?6, ?7, ?8, json_object('file', ?9))`,
 		}
 		for _, q := range stmts {
-			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file)); err != nil {
+			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file), action); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
 		}

@@ -351,19 +351,16 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	if err != nil {
 		return err
 	}
-	meta := vault.Meta{Actor: "worker:" + h.s.id, RequestID: requestID}
+	if _, err := st.Receive(ctx, file, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id, RequestID: requestID}); err != nil {
+		return err
+	}
 	if replace {
-		if _, err := st.Replace(ctx, file, k.ns, k.vault, meta); err != nil {
-			return err
-		}
 		// Free the replaced copy's content, off the request's path.
 		go func() {
 			if _, err := st.GC(context.WithoutCancel(ctx)); err != nil {
 				h.s.log.Warn("handoff: gc after replace", "err", err)
 			}
 		}()
-	} else if _, err := st.Import(ctx, file, k.ns, k.vault, meta); err != nil && !errors.Is(err, vault.ErrVaultExists) {
-		return err // (exists: another process on this store imported it first)
 	}
 	// Every chunk of the manifest is in the bucket: this store need not
 	// send them when it pushes the vault.
