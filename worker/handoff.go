@@ -63,7 +63,8 @@ type pushAction struct {
 }
 
 type pushJob struct {
-	next *pushAction // queued while one runs: the latest wins
+	next *pushAction   // queued while one runs: the latest wins
+	done chan struct{} // closed when the job has run every action queued
 }
 
 type handoff struct {
@@ -431,7 +432,13 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		delete(h.served, k)
 		delete(h.checked, k)
 		h.mu.Unlock()
-		h.schedule(k, pushAction{del: true, reason: string(req.Op)})
+		// The tombstone goes out before the reply (after any push in
+		// flight), so that whoever learns of the delete and reuses the
+		// name (a fork onto it, say) finds the vault gone everywhere.
+		select {
+		case <-h.schedule(k, pushAction{del: true, reason: string(req.Op)}):
+		case <-ctx.Done():
+		}
 	}
 	return rep
 }
@@ -492,8 +499,8 @@ func (h *handoff) current(ctx context.Context, k vkey, epoch int64) {
 }
 
 // schedule runs a for k in the background, after the job in flight for
-// k if there is one.
-func (h *handoff) schedule(k vkey, a pushAction) {
+// k if there is one, and returns a channel closed once a has run.
+func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if j, ok := h.jobs[k]; ok {
@@ -501,13 +508,14 @@ func (h *handoff) schedule(k vkey, a pushAction) {
 			a.checkpoint = j.next.checkpoint
 		}
 		j.next = &a
-		return
+		return j.done
 	}
-	j := &pushJob{}
+	j := &pushJob{done: make(chan struct{})}
 	h.jobs[k] = j
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer close(j.done)
 		for {
 			// A failed push is tried again a few times, unless a newer
 			// one is queued meanwhile: it pushes the same vault anyway.
@@ -535,6 +543,7 @@ func (h *handoff) schedule(k vkey, a pushAction) {
 			h.mu.Unlock()
 		}
 	}()
+	return j.done
 }
 
 // drain pushes, and waits for, every served vault changed since its last
@@ -601,11 +610,15 @@ func (h *handoff) sync(k vkey, a pushAction) error {
 		if ok, err := st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
 			return err
 		}
-		h.mu.Lock()
-		h.dirty[k] = false // a change from here on needs another push
-		h.mu.Unlock()
+		if !a.seed { // (a seeded fork is not served here)
+			h.mu.Lock()
+			h.dirty[k] = false // a change from here on needs another push
+			h.mu.Unlock()
+		}
 		if next.Object, next.Chunks, err = h.upload(ctx, k, next); err != nil {
-			h.markDirty(k)
+			if !a.seed {
+				h.markDirty(k)
+			}
 			return err
 		}
 	}
@@ -634,7 +647,11 @@ func (h *handoff) sync(k vkey, a pushAction) error {
 		if hd, rev, ok, err = h.head(ctx, k); err != nil {
 			break
 		}
-		if ok && keep(hd) {
+		// At the same epoch the owner's pushes run one at a time; a head
+		// that moved meanwhile is a fork's first copy (replaced by the
+		// owner's), or a tombstone: the vault was deleted after this
+		// push began.
+		if ok && (keep(hd) || hd.Deleted && !a.del) {
 			log.Info("handoff push dropped: the head moved to a newer copy", "head_epoch", hd.Epoch, "epoch", next.Epoch)
 			err = nil
 			break
@@ -643,7 +660,7 @@ func (h *handoff) sync(k vkey, a pushAction) error {
 	if next.Object != "" {
 		h.obs.Delete(context.WithoutCancel(ctx), next.Object)
 	}
-	if err != nil && !a.del {
+	if err != nil && !a.del && !a.seed {
 		h.markDirty(k)
 	}
 	return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -116,10 +117,10 @@ func (c *Cache) Get(ctx context.Context, ns, vault string) (o messages.Owner, ok
 		return o, false, nil
 	}
 	if err != nil {
-		return o, false, err
+		return o, false, fmt.Errorf("owner of %s/%s: %w", ns, vault, err)
 	}
 	if err := json.Unmarshal(e.Value(), &o); err != nil {
-		return o, false, err
+		return o, false, fmt.Errorf("owner of %s/%s: %w", ns, vault, err)
 	}
 	return o, true, nil
 }
