@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
@@ -43,7 +45,9 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 		return o, false
 	}
 	if _, direct := msg.(directMsg); direct {
-		// The client sends it to the intake itself.
+		// Ownership moved while it waited in the queue; the client
+		// sends it to the intake itself.
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("avfs.use_intake", intakeNotOwner))
 		s.useIntake(replyTo, req.RequestID, intakeNotOwner)
 		return o, true
 	}

@@ -393,12 +393,6 @@ func (s *Server) process(msg delivery) {
 		msg.Term()
 		return
 	}
-	// Ownership may have moved while a direct request waited in the queue.
-	if direct && !s.owns(req.Namespace, req.Vault) {
-		span.SetAttributes(attribute.String("avfs.use_intake", intakeNotOwner))
-		s.useIntake(replyTo, req.RequestID, intakeNotOwner)
-		return
-	}
 	// Nobody waits for a request past its caller's deadline: answer it
 	// without running it (the caller retries with the same id if it wants).
 	dl, err := time.Parse(time.RFC3339Nano, msg.Headers().Get(messages.HeaderDeadline))
