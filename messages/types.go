@@ -23,6 +23,10 @@ type VaultResult struct {
 // VaultListResult: vault.list.
 type VaultListResult struct {
 	Vaults []VaultInfo `json:"vaults"`
+	// Unanswered names the live workers that did not answer in time, in
+	// a fleet whose workers keep separate stores: the list may lack
+	// vaults they hold.
+	Unanswered []string `json:"unanswered_workers,omitempty"`
 }
 
 // ForkResult: vault.fork.

@@ -200,13 +200,13 @@ type answer struct {
 
 // ask sends req to every live peer at once and returns the replies that
 // came within timeout, in peer order; a peer that fails is logged and
-// left out.
-func (p *peers) ask(ctx context.Context, req messages.Request, timeout time.Duration) []answer {
+// named in missed.
+func (p *peers) ask(ctx context.Context, req messages.Request, timeout time.Duration) (got []answer, missed []string) {
 	log := p.s.log.With("op", req.Op, "namespace", req.Namespace, "request", req.RequestID)
 	ids, err := p.live(ctx)
 	if err != nil {
 		log.WarnContext(ctx, "peer fan-out: members", "err", err)
-		return nil
+		return nil, []string{"(membership unreadable)"}
 	}
 	out := make([]answer, len(ids))
 	ok := make([]bool, len(ids))
@@ -224,13 +224,14 @@ func (p *peers) ask(ctx context.Context, req messages.Request, timeout time.Dura
 		}()
 	}
 	wg.Wait()
-	var got []answer
 	for i := range out {
 		if ok[i] {
 			got = append(got, out[i])
+		} else {
+			missed = append(missed, ids[i])
 		}
 	}
-	return got
+	return got, missed
 }
 
 // request asks worker id about req and waits up to timeout for its reply.
@@ -277,10 +278,12 @@ func (p *peers) mergeVaults(ctx context.Context, req messages.Request, local mes
 		from = append(from, p.s.id)
 	}
 	answered := map[string]bool{p.s.id: true}
-	for _, a := range p.ask(ctx, req, peerTimeout) {
+	got, missed := p.ask(ctx, req, peerTimeout)
+	for _, a := range got {
 		var pr messages.VaultListResult
 		if a.rep.Error != nil || json.Unmarshal(a.rep.Result, &pr) != nil {
 			p.s.log.WarnContext(ctx, "peer skipped", "peer", a.worker, "op", req.Op, "err", a.rep.Error)
+			missed = append(missed, a.worker)
 			continue
 		}
 		answered[a.worker] = true
@@ -304,7 +307,7 @@ func (p *peers) mergeVaults(ctx context.Context, req messages.Request, local mes
 		}
 		kept = append(kept, v)
 	}
-	res.Vaults = kept
+	res.Vaults, res.Unanswered = kept, missed
 	sort.SliceStable(res.Vaults, func(i, j int) bool { return res.Vaults[i].Name < res.Vaults[j].Name })
 	return resultReply(req, res)
 }
@@ -320,10 +323,12 @@ func (p *peers) mergeApprovals(ctx context.Context, req messages.Request, local 
 	for _, a := range res.Approvals {
 		seen[a.ID] = true
 	}
-	for _, a := range p.ask(ctx, req, peerTimeout) {
+	got, missed := p.ask(ctx, req, peerTimeout)
+	for _, a := range got {
 		var pr messages.ApprovalListResult
 		if a.rep.Error != nil || json.Unmarshal(a.rep.Result, &pr) != nil {
 			p.s.log.WarnContext(ctx, "peer skipped", "peer", a.worker, "op", req.Op, "err", a.rep.Error)
+			missed = append(missed, a.worker)
 			continue
 		}
 		for _, ap := range pr.Approvals {
@@ -333,6 +338,7 @@ func (p *peers) mergeApprovals(ctx context.Context, req messages.Request, local 
 			}
 		}
 	}
+	res.Unanswered = missed
 	at := func(s string) time.Time { t, _ := time.Parse(time.RFC3339Nano, s); return t }
 	sort.SliceStable(res.Approvals, func(i, j int) bool {
 		return at(res.Approvals[i].RequestedAt).After(at(res.Approvals[j].RequestedAt))
@@ -349,7 +355,8 @@ func (p *peers) forward(ctx context.Context, req messages.Request, local message
 	// The holder is the peer that shows it; failing that, a peer's other
 	// error (a stopping worker, a broken store) says more than NOT_FOUND.
 	var holder *answer
-	for _, a := range p.ask(ctx, show, peerTimeout) {
+	got, _ := p.ask(ctx, show, peerTimeout)
+	for _, a := range got {
 		if a.rep.Error == nil {
 			holder = &a
 			break
