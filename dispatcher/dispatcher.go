@@ -104,7 +104,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dispatch consumer: %w", err)
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { d.route(ctx, msg) })
+	cc, err := cons.Consume(func(msg jetstream.Msg) { d.route(ctx, msg) }, jetstream.PullExpiry(messages.PullExpiry))
 	if err != nil {
 		return err
 	}

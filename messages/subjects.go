@@ -131,6 +131,14 @@ const (
 	HeaderReplyTo = "Avfs-Reply-To"
 )
 
+// PullExpiry is how long the dispatchers' and workers' pull requests on
+// the streams last (their heartbeats come every half of it). A pull
+// request lost with a NATS node, or with a consumer leader that moved,
+// is noticed by two missed heartbeats and made again: with the client
+// library's 30 s default, requests waited up to a minute after a node
+// stopped in a cluster (e2e/cluster_test.go); with 4 s, a few seconds.
+const PullExpiry = 4 * time.Second
+
 // WorkSubject is where a dispatcher forwards a request for worker w.
 func WorkSubject(w, ns, vault string, op Op) string {
 	if vault == "" {

@@ -141,7 +141,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker consumer: %w", err)
 	}
-	cc, err := cons.Consume(s.enqueue)
+	cc, err := cons.Consume(s.enqueue, jetstream.PullExpiry(messages.PullExpiry))
 	if err != nil {
 		return fmt.Errorf("worker consume: %w", err)
 	}
