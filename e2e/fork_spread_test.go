@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
@@ -258,3 +260,72 @@ func TestForkTargetNamesAreReusable(t *testing.T) {
 		t.Fatalf("fork onto an existing vault: %v, want VAULT_EXISTS", err)
 	}
 }
+
+// TestForkOnAnotherWorkerIsTraced: the handover of a fork placed on
+// another worker shows in the fork's trace (the push, under the source
+// worker's process span), and the first request there shows the pull.
+func TestForkOnAnotherWorkerIsTraced(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	f := startFleet(t, withTracer(tp))
+	f.addWorker("w1")
+	f.addWorker("w2")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "base", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var info messages.VaultResult
+	if err := c.Call(ctx, "default", "base", messages.OpVaultInfo, nil, &info); err != nil {
+		t.Fatal(err)
+	}
+	var away string
+	for i := 0; away == ""; i++ {
+		if i == 16 {
+			t.Fatal("16 spread forks, none on the other worker")
+		}
+		name := fmt.Sprintf("t%02d", i)
+		var fr messages.ForkResult
+		if err := c.Call(ctx, "default", "base", messages.OpVaultFork, messages.VaultForkArgs{Target: name, Placement: messages.PlacementSpread}, &fr); err != nil {
+			t.Fatal(err)
+		}
+		if fr.Vault.Worker != info.Vault.Worker {
+			away = name
+		}
+	}
+	if err := c.Call(ctx, "default", away, messages.OpLs, messages.LsArgs{Path: "/"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	pushes := waitForSpans(t, exp, func(s tracetest.SpanStub) bool {
+		return s.Name == "handoff.push" && hasAttr(s, "avfs.vault", away) && hasAttr(s, "avfs.seed", "true")
+	}, []string{"handoff.push"})
+	pulls := waitForSpans(t, exp, func(s tracetest.SpanStub) bool {
+		return s.Name == "handoff.pull" && hasAttr(s, "avfs.vault", away)
+	}, []string{"handoff.pull"})
+	parentName := func(s tracetest.SpanStub) string {
+		for _, p := range exp.GetSpans() {
+			if p.SpanContext.SpanID() == s.Parent.SpanID() {
+				return p.Name + "@" + attrOf(p, "avfs.op")
+			}
+		}
+		return "?"
+	}
+	if got := parentName(pushes[0]); got != "process@vault.fork" {
+		t.Errorf("the fork's push is under %s, want the fork's process span", got)
+	}
+	if got := parentName(pulls[0]); got != "process@file.ls" {
+		t.Errorf("the pull is under %s, want the first request's process span", got)
+	}
+}
+
+func attrOf(s tracetest.SpanStub, key string) string {
+	for _, a := range s.Attributes {
+		if string(a.Key) == key {
+			return a.Value.Emit()
+		}
+	}
+	return ""
+}
+
+func hasAttr(s tracetest.SpanStub, key, value string) bool { return attrOf(s, key) == value }

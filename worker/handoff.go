@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
@@ -301,7 +302,10 @@ func (h *handoff) checkTarget(ctx context.Context, req messages.Request) *messag
 
 // pull fetches the manifest hd names and the chunks this store lacks,
 // then imports it, in place of the local copy when replace.
-func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bool, requestID string) error {
+func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bool, requestID string) (err error) {
+	ctx, span := h.s.tr.Start(ctx, "handoff.pull", trace.WithAttributes(attribute.String("avfs.vault", k.vault),
+		attribute.Int64("avfs.head_epoch", hd.Epoch), attribute.String("avfs.head_worker", hd.Worker), attribute.Bool("avfs.replace", replace)))
+	defer func() { endSpan(span, err) }()
 	dir, err := os.MkdirTemp("", "avfs-pull-")
 	if err != nil {
 		return err
@@ -369,6 +373,7 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 		return err
 	}
 	h.moved(ctx, "fetched", len(missing), fetched)
+	span.SetAttributes(attribute.Int("avfs.chunks", len(hs)), attribute.Int("avfs.chunks_fetched", len(missing)), attribute.Int64("avfs.bytes_fetched", fetched))
 	h.s.log.Info("pulled vault", "namespace", k.ns, "vault", k.vault, "chunks", len(hs), "fetched", len(missing), "fetched_bytes", fetched,
 		"replaced", replace, "epoch", hd.Epoch, "from", hd.Worker)
 	return nil
@@ -461,7 +466,7 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 	}
 	// A failed push fails the fork for its caller; a retry (same request
 	// id) finds the stored result and pushes again.
-	if err := h.sync(t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint}); err != nil {
+	if err := h.sync(ctx, t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint}); err != nil {
 		h.s.log.Warn("handoff: fork for another worker", "vault", a.Target, "worker", o.Worker, "err", err)
 		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
 			"fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)}
@@ -520,7 +525,7 @@ func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 			// A failed push is tried again a few times, unless a newer
 			// one is queued meanwhile: it pushes the same vault anyway.
 			for try, wait := 1, time.Second; ; try, wait = try+1, wait*2 {
-				err := h.sync(k, a)
+				err := h.sync(context.Background(), k, a)
 				if err == nil {
 					break
 				}
@@ -568,9 +573,15 @@ func (h *handoff) drain() {
 // current at the owner's epoch, and the head never moves back to an
 // earlier epoch: a worker the vault was taken from cannot overwrite its
 // new owner's copy, even with a push that started before the handover.
-func (h *handoff) sync(k vkey, a pushAction) error {
-	ctx, cancel := context.WithTimeout(context.Background(), pushTimeout)
+//
+// parent carries the trace a push belongs to (a fork's, for a seed);
+// background pushes start their own.
+func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), pushTimeout)
 	defer cancel()
+	ctx, span := h.s.tr.Start(ctx, "handoff.push", trace.WithAttributes(attribute.String("avfs.namespace", k.ns),
+		attribute.String("avfs.vault", k.vault), attribute.String("avfs.reason", a.reason), attribute.Bool("avfs.seed", a.seed), attribute.Bool("avfs.deleted", a.del)))
+	defer func() { endSpan(span, err) }()
 	log := h.s.log.With("namespace", k.ns, "vault", k.vault, "reason", a.reason)
 	if err := h.open(ctx); err != nil {
 		return err
