@@ -262,8 +262,9 @@ func TestForkTargetNamesAreReusable(t *testing.T) {
 }
 
 // TestForkOnAnotherWorkerIsTraced: the handover of a fork placed on
-// another worker shows in the fork's trace (the push, under the source
-// worker's process span), and the first request there shows the pull.
+// another worker shows in the fork's trace: the push under the source
+// worker's process span, and the pull on the fork's worker under the
+// warm-up request the source sends it.
 func TestForkOnAnotherWorkerIsTraced(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -314,8 +315,11 @@ func TestForkOnAnotherWorkerIsTraced(t *testing.T) {
 	if got := parentName(pushes[0]); got != "process@vault.fork" {
 		t.Errorf("the fork's push is under %s, want the fork's process span", got)
 	}
-	if got := parentName(pulls[0]); got != "process@file.ls" {
-		t.Errorf("the pull is under %s, want the first request's process span", got)
+	if got := parentName(pulls[0]); got != "process@vault.info" {
+		t.Errorf("the pull is under %s, want the warm-up's process span", got)
+	}
+	if pulls[0].SpanContext.TraceID() != pushes[0].SpanContext.TraceID() {
+		t.Errorf("the pull is in trace %s, the fork's push in %s: want one trace", pulls[0].SpanContext.TraceID(), pushes[0].SpanContext.TraceID())
 	}
 }
 

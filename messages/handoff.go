@@ -58,6 +58,9 @@ type Head struct {
 	Checkpoint string `json:"checkpoint,omitempty"`
 	Chunks     int    `json:"chunks"` // distinct chunks the vault references
 	Deleted    bool   `json:"deleted,omitempty"`
+	// Seed marks a fork's first copy, pushed by its source's worker for
+	// the fork's owner elsewhere (the owner's first push replaces it).
+	Seed bool `json:"seed,omitempty"`
 }
 
 // ManifestObject names a manifest pushed for ns/vault; id makes each push

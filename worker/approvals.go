@@ -175,10 +175,11 @@ func (s *Server) handle(ctx context.Context, req messages.Request) messages.Repl
 		return messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
 			"vault %q moved to worker %s after the command was held on %s; run the command again", ap.Vault, o.Worker, s.id)}
 	}
-	if e := s.ho.before(ctx, vreq, o); e != nil {
+	p, e := s.ho.before(ctx, vreq, o)
+	if e != nil {
 		return messages.Reply{RequestID: req.RequestID, Error: e}
 	}
 	rep := s.h.Handle(ctx, req)
-	s.ho.after(ctx, vreq, messages.Reply{Error: rep.Error}, o)
+	s.ho.after(ctx, vreq, messages.Reply{Error: rep.Error}, o, p)
 	return rep
 }

@@ -69,7 +69,9 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	back.Header.Set(nats.MsgIdHdr, req.RequestID+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
 	back.Header.Set(messages.HeaderFenced, strconv.Itoa(n+1))
 	telemetry.Inject(ctx, back.Header)
-	if ack, err := s.js.PublishMsg(ctx, back); err != nil || ack.Duplicate {
+	// A duplicate is this same return made before (this message was
+	// redelivered after a lost ack): it is in the intake already.
+	if _, err := s.js.PublishMsg(ctx, back); err != nil {
 		s.log.WarnContext(ctx, "fenced request not sent back", "request", req.RequestID, "err", err)
 		msg.Nak() // try again later
 		return o, true

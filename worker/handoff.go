@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -75,7 +77,13 @@ type handoff struct {
 	served  map[vkey]struct{}
 	dirty   map[vkey]bool  // changed since its last push began
 	checked map[vkey]int64 // owner epoch under which the copy was last reconciled
-	wg      sync.WaitGroup
+	// locks serialise reconcile per vault: an approval grant runs beside
+	// the vault's queue, and two pulls of one vault must not interleave.
+	locks map[vkey]*sync.Mutex
+	wg    sync.WaitGroup
+	// stopped is set once drain is done: the store may close next, so
+	// no push starts after it.
+	stopped bool
 
 	// Set by open.
 	obs     jetstream.ObjectStore // manifests
@@ -91,7 +99,8 @@ type handoff struct {
 }
 
 func newHandoff(s *Server) *handoff {
-	h := &handoff{s: s, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{}}
+	h := &handoff{s: s, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{},
+		locks: map[vkey]*sync.Mutex{}}
 	m := s.h.Meter().Meter(meterName)
 	h.chunks, _ = m.Int64Counter("avfs.handoff.chunks", metric.WithUnit("{chunk}"),
 		metric.WithDescription("Content chunks moved through NATS, by direction (sent, fetched)."))
@@ -174,35 +183,91 @@ func (h *handoff) localEpoch(ctx context.Context, k vkey) (int64, error) {
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// prep is what before learned for after.
+type prep struct {
+	// replay: the request's result is in the request log already (a
+	// retry), so the handler answers without doing it again.
+	replay bool
+}
+
 // before runs ahead of a request for a vault owned (at owner.Epoch; 0 when
 // the fleet records no owner) by this worker. It brings the local copy up
-// to date, and refuses a fork whose target already exists elsewhere.
-func (h *handoff) before(ctx context.Context, req messages.Request, owner messages.Owner) *messages.Error {
+// to date, and for a fork the target's too when this worker owns it (a
+// fork handed over here may not be pulled yet), and refuses a fork whose
+// target already exists elsewhere.
+func (h *handoff) before(ctx context.Context, req messages.Request, owner messages.Owner) (prep, *messages.Error) {
+	var p prep
 	if req.Vault == "" || req.Namespace == "" {
-		return nil
+		return p, nil
 	}
 	k := vkey{req.Namespace, req.Vault}
 	h.mu.Lock()
 	h.served[k] = struct{}{}
 	h.mu.Unlock()
+	unavailable := func(v string, err error) *messages.Error {
+		h.s.log.WarnContext(ctx, "handoff: vault not brought up to date", "namespace", k.ns, "vault", v, "err", err)
+		return messages.Errorf(messages.CodeUnavailable, "vault %q: its current copy could not be brought to worker %s: %v; retry", v, h.s.id, err)
+	}
 	if err := h.reconcile(ctx, k, owner.Epoch, req.RequestID); err != nil {
-		h.s.log.WarnContext(ctx, "handoff: vault not brought up to date", "namespace", k.ns, "vault", k.vault, "epoch", owner.Epoch, "err", err)
-		return messages.Errorf(messages.CodeUnavailable, "vault %q: its current copy could not be brought to worker %s: %v; retry", req.Vault, h.s.id, err)
+		return p, unavailable(req.Vault, err)
 	}
-	if req.Op == messages.OpVaultFork {
-		return h.checkTarget(ctx, req)
+	if req.Op != messages.OpVaultFork {
+		return p, nil
 	}
-	return nil
+	if req.RequestID != "" {
+		_, _, replay, err := h.s.h.Store().StoredResult(ctx, req.RequestID)
+		if err != nil {
+			return p, unavailable(req.Vault, err)
+		}
+		p.replay = replay
+	}
+	var a messages.VaultForkArgs
+	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
+		return p, nil // the handler answers the malformed request
+	}
+	t, known, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
+	if err != nil {
+		return p, unavailable(a.Target, err)
+	}
+	if known && t.Worker == h.s.id {
+		if err := h.reconcile(ctx, vkey{req.Namespace, a.Target}, t.Epoch, req.RequestID); err != nil {
+			return p, unavailable(a.Target, err)
+		}
+		return p, nil
+	}
+	if known && !p.replay {
+		return p, h.checkTarget(ctx, req, a.Target, t)
+	}
+	return p, nil
 }
 
 // reconcile makes the local copy of k the fleet's current one for owner
 // epoch epoch. On error the copy may be outdated and must not be served.
+//
+// Under a new epoch it also moves k's head to that epoch (same manifest),
+// by compare-and-set against the head it compared with: a push the
+// previous owner started before the handover, and finishes after, then
+// finds a head of a later epoch and gives way, instead of replacing the
+// copy this worker took with one it never saw.
 func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID string) error {
 	h.mu.Lock()
 	e, ok := h.checked[k]
+	l := h.locks[k]
+	if l == nil {
+		l = &sync.Mutex{}
+		h.locks[k] = l
+	}
 	h.mu.Unlock()
 	if ok && e == epoch {
 		return nil
+	}
+	l.Lock()
+	defer l.Unlock()
+	h.mu.Lock()
+	e, ok = h.checked[k]
+	h.mu.Unlock()
+	if ok && e == epoch {
+		return nil // reconciled while this waited
 	}
 	st := h.s.h.Store()
 	exists, err := st.Vault(k.ns, k.vault).Exists(ctx)
@@ -217,15 +282,15 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 		if err := h.open(ctx); err != nil {
 			return err
 		}
-		hd, _, ok, err := h.head(ctx, k)
+		hd, rev, ok, err := h.head(ctx, k)
 		if err != nil {
 			return err
 		}
 		if ok && h.newer(hd, exists, local) {
 			switch {
 			case hd.Deleted && exists:
-				// Deleted elsewhere after this copy was current.
-				// No request id: the request log would then answer the
+				// Deleted elsewhere after this copy was current. No
+				// request id: the request log would then answer the
 				// request being served with this delete's result.
 				if err := st.Delete(ctx, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil {
 					return fmt.Errorf("drop the copy of a deleted vault: %w", err)
@@ -243,6 +308,13 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 			// by a create, or pushed by a fork's source worker.
 			return nil
 		}
+		if ok && epoch > hd.Epoch {
+			hd.Epoch = epoch
+			b, _ := json.Marshal(hd)
+			if _, err := h.heads.Update(ctx, owners.Key(k.ns, k.vault), b, rev); err != nil {
+				return fmt.Errorf("move the head to epoch %d: %w", epoch, err)
+			}
+		}
 		if epoch > 0 {
 			if err := st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
 				return fmt.Errorf("record epoch: %w", err)
@@ -257,47 +329,45 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 
 // newer reports whether a head supersedes the local copy (if exists) that
 // was current at owner epoch local. A head pushed from this very store
-// never does: the store has everything it had, and more. Otherwise a
-// later epoch wins: pushes are made only by an epoch's owner from a copy
-// current at that epoch (the one exception, a fork's first copy pushed by
-// its source's worker, is made only when the target has no head, or a
-// deleted vault's), and a head never moves back to an earlier epoch.
+// never does, not even when the store has no copy (it was deleted here
+// since): the store has everything it had, and more. The exception is a
+// fork's first copy (a seed), pushed by its source's worker, which drops
+// its own copy: a worker sharing that store takes it. Otherwise a later
+// epoch wins: pushes are made only by an epoch's owner from a copy
+// current at that epoch (or as a seed, only onto no head or a deleted
+// vault's), and a head never moves back to an earlier epoch.
 func (h *handoff) newer(hd messages.Head, exists bool, local int64) bool {
+	if hd.Store == h.storeID {
+		return !exists && hd.Seed
+	}
 	if !exists {
 		return true
-	}
-	if hd.Store == h.storeID {
-		return false
 	}
 	return hd.Epoch > local
 }
 
-// checkTarget refuses a fork onto a vault name that another worker holds:
-// its store cannot see that vault, so the fork would make a second one.
-// The target's owner record names the request that placed it, which tells
-// a fork's own placement (and its retries) from an earlier one; for an
-// earlier one the target's owner is asked whether it has the vault, and
-// when it cannot answer, the target's head decides.
-func (h *handoff) checkTarget(ctx context.Context, req messages.Request) *messages.Error {
-	var a messages.VaultForkArgs
-	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
-		return nil // the handler answers the malformed request
-	}
-	o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
-	if err != nil || !ok || o.Worker == h.s.id || (req.RequestID != "" && o.Request == req.RequestID) {
+// checkTarget refuses a fork onto a vault name that another worker, o,
+// holds: its store cannot see that vault, so the fork would make a second
+// one. The target's owner record names the request that placed it, which
+// tells a fork's own placement from an earlier one; for an earlier one
+// the owner is asked whether it has the vault, and when it cannot answer,
+// the target's head decides.
+func (h *handoff) checkTarget(ctx context.Context, req messages.Request, target string, o messages.Owner) *messages.Error {
+	if req.RequestID != "" && o.Request == req.RequestID {
 		return nil
 	}
 	exists := func() bool {
-		if has, answered := h.s.pr.holds(ctx, o.Worker, req.Namespace, a.Target); answered {
-			return has
+		if has, answered := h.s.pr.holds(ctx, o.Worker, req.Namespace, target); answered && has {
+			return true
 		}
-		hd, _, ok, err := h.head(ctx, vkey{req.Namespace, a.Target})
+		// A fork handed over but not pulled yet is only a head.
+		hd, _, ok, err := h.head(ctx, vkey{req.Namespace, target})
 		return err != nil || ok && !hd.Deleted
 	}
 	if err := h.open(ctx); err == nil && !exists() {
 		return nil
 	}
-	return messages.Errorf(messages.CodeVaultExists, "vault %q already exists (on worker %s)", a.Target, o.Worker)
+	return messages.Errorf(messages.CodeVaultExists, "vault %q already exists (on worker %s)", target, o.Worker)
 }
 
 // pull fetches the manifest hd names and the chunks this store lacks,
@@ -361,7 +431,9 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	}
 	if replace {
 		// Free the replaced copy's content, off the request's path.
+		h.wg.Add(1)
 		go func() {
+			defer h.wg.Done()
 			if _, err := st.GC(context.WithoutCancel(ctx)); err != nil {
 				h.s.log.Warn("handoff: gc after replace", "err", err)
 			}
@@ -410,10 +482,13 @@ feed:
 	return context.Cause(ctx)
 }
 
+// deleteWait bounds how long a vault.delete waits for its tombstone.
+const deleteWait = 30 * time.Second
+
 // after runs once a request was handled, with the reply it got: it
 // schedules the pushes the request calls for, and hands a fork placed on
 // another worker over before the fork is answered.
-func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.Reply, owner messages.Owner) messages.Reply {
+func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.Reply, owner messages.Owner, p prep) messages.Reply {
 	if rep.Error != nil || req.Vault == "" || req.Namespace == "" {
 		return rep
 	}
@@ -430,35 +505,60 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		json.Unmarshal(rep.Result, &r)
 		h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint.Name})
 	case messages.OpVaultFork:
-		return h.afterFork(ctx, req, rep)
+		return h.afterFork(ctx, req, rep, p)
 	case messages.OpVaultDelete:
-		h.mu.Lock()
-		delete(h.dirty, k)
-		delete(h.served, k)
-		delete(h.checked, k)
-		h.mu.Unlock()
-		// The tombstone goes out before the reply (after any push in
-		// flight), so that whoever learns of the delete and reuses the
-		// name (a fork onto it, say) finds the vault gone everywhere.
-		select {
-		case <-h.schedule(k, pushAction{del: true, reason: string(req.Op)}):
-		case <-ctx.Done():
-		}
+		return h.afterDelete(ctx, k, req, rep)
 	}
 	return rep
 }
 
-// afterFork pushes a fork kept here in the background; a fork placed on
+// afterDelete pushes the tombstone before the reply (after any push in
+// flight), so that whoever learns of the delete and reuses the name (a
+// fork onto it, say) finds the vault gone everywhere. A tombstone that did
+// not land fails the delete for its caller; the same request again pushes
+// it again (the store answers it from its request log).
+func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request, rep messages.Reply) messages.Reply {
+	h.mu.Lock()
+	delete(h.dirty, k)
+	delete(h.served, k)
+	delete(h.checked, k)
+	h.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, deleteWait)
+	defer cancel()
+	select {
+	case <-h.schedule(k, pushAction{del: true, reason: string(req.Op)}):
+	case <-wctx.Done():
+	}
+	hd, _, ok, err := h.head(wctx, k)
+	if err == nil && (!ok || hd.Deleted) {
+		return rep // (no head: the vault was never pushed, nothing to bring back)
+	}
+	if err == nil {
+		err = fmt.Errorf("its head still names a copy")
+	}
+	return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
+		"vault %q deleted on worker %s, but not yet everywhere: %v; retry the request", k.vault, h.s.id, err)}
+}
+
+// afterFork pushes a fork kept here in the background. A fork placed on
 // another worker is pushed before the reply (it can serve the fork only
-// once the bucket has it), then dropped here, where nothing serves it.
-func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messages.Reply) messages.Reply {
+// once the bucket has it), dropped here, where nothing serves it, and
+// warmed there (pulled at once, so that the namespace's vault list shows
+// it).
+func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messages.Reply, p prep) messages.Reply {
 	var a messages.VaultForkArgs
 	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
 		return rep
 	}
 	t := vkey{req.Namespace, a.Target}
+	fail := func(code messages.Code, format string, args ...any) messages.Reply {
+		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(code, format, args...)}
+	}
 	o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
-	if err != nil || !ok || o.Worker == h.s.id {
+	if err != nil {
+		return fail(messages.CodeUnavailable, "fork %s made, but its owner is unknown: %v; retry the request", a.Target, err)
+	}
+	if !ok || o.Worker == h.s.id {
 		h.markDirty(t)
 		h.current(ctx, t, o.Epoch)
 		h.schedule(t, pushAction{reason: string(req.Op), checkpoint: a.Checkpoint})
@@ -466,20 +566,49 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 	}
 	// A failed push fails the fork for its caller; a retry (same request
 	// id) finds the stored result and pushes again.
-	if err := h.sync(ctx, t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint}); err != nil {
+	pushed, err := h.sync(ctx, t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint})
+	if err != nil {
 		h.s.log.Warn("handoff: fork for another worker", "vault", a.Target, "worker", o.Worker, "err", err)
-		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-			"fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)}
+		return fail(messages.CodeUnavailable, "fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)
 	}
-	if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil {
-		h.s.log.Warn("handoff: drop the copy of a fork handed over", "vault", a.Target, "err", err)
+	drop := func() {
+		if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil && !errors.Is(err, vault.ErrVaultNotFound) {
+			h.s.log.Warn("handoff: drop the copy of a fork handed over", "vault", a.Target, "err", err)
+		}
 	}
+	switch {
+	case pushed:
+		drop()
+	case !p.replay:
+		// The target has a copy already, made meanwhile by someone else:
+		// this fork, made just now, must not replace it.
+		drop()
+		return fail(messages.CodeVaultExists, "vault %q already exists (on worker %s)", a.Target, o.Worker)
+	}
+	// (A retry whose first run handed the fork over changes nothing.)
+	h.warm(ctx, t, o.Worker)
 	var r messages.ForkResult
 	if json.Unmarshal(rep.Result, &r) == nil {
 		r.Vault.Worker = o.Worker // where the fork now lives
 		rep.Result, _ = json.Marshal(r)
 	}
 	return rep
+}
+
+// warm asks worker w for vault k's info directly, which makes w pull the
+// vault now rather than at its first request; a failure only leaves the
+// pull for later.
+func (h *handoff) warm(ctx context.Context, k vkey, w string) {
+	body, _ := json.Marshal(messages.Request{Op: messages.OpVaultInfo, Namespace: k.ns, Vault: k.vault, RequestID: "warm-" + nuid.Next(), Actor: "worker:" + h.s.id})
+	msg := nats.NewMsg(messages.DirectSubject(w, k.ns, k.vault, messages.OpVaultInfo))
+	msg.Data = body
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg.Header.Set(messages.HeaderDeadline, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano))
+	telemetry.Inject(wctx, msg.Header)
+	if _, err := h.s.nc.RequestMsgWithContext(wctx, msg); err != nil {
+		h.s.log.Debug("handoff: warm a fork on its worker", "vault", k.vault, "worker", w, "err", err)
+	}
 }
 
 func (h *handoff) markDirty(k vkey) {
@@ -508,6 +637,12 @@ func (h *handoff) current(ctx context.Context, k vkey, epoch int64) {
 func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.stopped {
+		h.s.log.Error("handoff: push after the worker stopped, not made", "namespace", k.ns, "vault", k.vault, "reason", a.reason)
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
 	if j, ok := h.jobs[k]; ok {
 		if j.next != nil && !j.next.del && !a.del && a.checkpoint == "" {
 			a.checkpoint = j.next.checkpoint
@@ -525,7 +660,7 @@ func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 			// A failed push is tried again a few times, unless a newer
 			// one is queued meanwhile: it pushes the same vault anyway.
 			for try, wait := 1, time.Second; ; try, wait = try+1, wait*2 {
-				err := h.sync(context.Background(), k, a)
+				_, err := h.sync(context.Background(), k, a)
 				if err == nil {
 					break
 				}
@@ -552,20 +687,36 @@ func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 }
 
 // drain pushes, and waits for, every served vault changed since its last
-// push; Run calls it when it ends gracefully.
+// push; Run calls it when it ends gracefully. A vault whose push failed
+// (its job tried pushTries times) is tried again, for a few rounds; what
+// is still unpushed after them is logged: those changes stay in this
+// store only, and a worker on another machine taking the vault over
+// starts from its last push.
 func (h *handoff) drain() {
-	h.mu.Lock()
-	var ks []vkey
-	for k := range h.served {
-		if h.dirty[k] {
-			ks = append(ks, k)
+	for round := 1; ; round++ {
+		h.mu.Lock()
+		var ks []vkey
+		for k := range h.served {
+			if h.dirty[k] {
+				ks = append(ks, k)
+			}
 		}
+		h.mu.Unlock()
+		if len(ks) == 0 || round > 3 {
+			for _, k := range ks {
+				h.s.log.Error("handoff: changes not pushed before stopping", "namespace", k.ns, "vault", k.vault)
+			}
+			h.mu.Lock()
+			h.stopped = true
+			h.mu.Unlock()
+			h.wg.Wait() // a push scheduled meanwhile
+			return
+		}
+		for _, k := range ks {
+			h.schedule(k, pushAction{reason: "drain"})
+		}
+		h.wg.Wait()
 	}
-	h.mu.Unlock()
-	for _, k := range ks {
-		h.schedule(k, pushAction{reason: "drain"})
-	}
-	h.wg.Wait()
 }
 
 // sync pushes k: the chunks the bucket lacks and the manifest, or the
@@ -576,35 +727,38 @@ func (h *handoff) drain() {
 //
 // parent carries the trace a push belongs to (a fork's, for a seed);
 // background pushes start their own.
-func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (err error) {
+func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed bool, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), pushTimeout)
 	defer cancel()
 	ctx, span := h.s.tr.Start(ctx, "handoff.push", trace.WithAttributes(attribute.String("avfs.namespace", k.ns),
 		attribute.String("avfs.vault", k.vault), attribute.String("avfs.reason", a.reason), attribute.Bool("avfs.seed", a.seed), attribute.Bool("avfs.deleted", a.del)))
-	defer func() { endSpan(span, err) }()
+	defer func() {
+		span.SetAttributes(attribute.Bool("avfs.pushed", pushed))
+		endSpan(span, err)
+	}()
 	log := h.s.log.With("namespace", k.ns, "vault", k.vault, "reason", a.reason)
 	if err := h.open(ctx); err != nil {
-		return err
+		return false, err
 	}
 	o, known, err := h.s.owned.Get(ctx, k.ns, k.vault)
 	if err != nil {
-		return fmt.Errorf("owner: %w", err)
+		return false, err
 	}
 	if known && !a.seed {
 		if o.Worker != h.s.id {
 			log.Info("handoff push skipped: not the owner", "owner", o.Worker, "epoch", o.Epoch)
-			return nil
+			return false, nil
 		}
 		if local, err := h.localEpoch(ctx, k); err != nil {
-			return err
+			return false, err
 		} else if local != o.Epoch && !a.del {
 			log.Info("handoff push skipped: this copy is not current at the owner epoch", "epoch", o.Epoch, "copy_epoch", local)
-			return nil
+			return false, nil
 		}
 	}
 	hd, rev, ok, err := h.head(ctx, k)
 	if err != nil {
-		return err
+		return false, err
 	}
 	// A head of a later epoch is never replaced; a fork's first copy
 	// replaces only a deleted vault's (a retried fork whose target has
@@ -612,14 +766,13 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (err error)
 	keep := func(hd messages.Head) bool { return hd.Epoch > o.Epoch || a.seed && !hd.Deleted }
 	if ok && keep(hd) {
 		log.Info("handoff push skipped: the head is newer", "head_epoch", hd.Epoch, "epoch", o.Epoch)
-		return nil
+		return false, nil
 	}
 	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
-		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del}
+		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del, Seed: a.seed}
 	if !a.del {
-		st := h.s.h.Store()
-		if ok, err := st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
-			return err
+		if ok, err := h.s.h.Store().Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
+			return false, err
 		}
 		if !a.seed { // (a seeded fork is not served here)
 			h.mu.Lock()
@@ -630,51 +783,59 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (err error)
 			if !a.seed {
 				h.markDirty(k)
 			}
-			return err
+			return false, err
 		}
 	}
-	// Move the head, compare-and-set against the head read above.
-	for {
-		b, _ := json.Marshal(next)
-		if ok {
-			_, err = h.heads.Update(ctx, owners.Key(k.ns, k.vault), b, rev)
-		} else {
-			_, err = h.heads.Create(ctx, owners.Key(k.ns, k.vault), b)
-		}
-		if err == nil {
-			if ok && hd.Object != "" {
-				if err := h.obs.Delete(ctx, hd.Object); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-					log.Warn("handoff: delete the previous manifest", "object", hd.Object, "err", err)
-				}
-			}
-			log.Debug("pushed vault", "object", next.Object, "epoch", next.Epoch, "chunks", next.Chunks)
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			break
-		}
-		// Another push moved the head meanwhile: read it again, and give
-		// way to a later epoch.
-		if hd, rev, ok, err = h.head(ctx, k); err != nil {
-			break
-		}
-		// At the same epoch the owner's pushes run one at a time; a head
-		// that moved meanwhile is a fork's first copy (replaced by the
-		// owner's), or a tombstone: the vault was deleted after this
-		// push began.
-		if ok && (keep(hd) || hd.Deleted && !a.del) {
-			log.Info("handoff push dropped: the head moved to a newer copy", "head_epoch", hd.Epoch, "epoch", next.Epoch)
-			err = nil
-			break
-		}
-	}
-	if next.Object != "" {
+	pushed, err = h.moveHead(ctx, k, next, hd, rev, ok, keep)
+	if !pushed && next.Object != "" {
 		h.obs.Delete(context.WithoutCancel(ctx), next.Object)
 	}
 	if err != nil && !a.del && !a.seed {
 		h.markDirty(k)
 	}
-	return err
+	return pushed, err
+}
+
+// moveHead sets k's head to next, compare-and-set against hd (revision
+// rev; ok false: no head), and deletes the manifest the head named
+// before. When another push moved the head meanwhile it reads it again and
+// gives way to a head keep wants kept, or to a tombstone (the vault was
+// deleted after this push began: at one epoch the owner's pushes run one
+// at a time, so another head is a fork's first copy, which the owner's
+// replaces, or a tombstone).
+func (h *handoff) moveHead(ctx context.Context, k vkey, next, hd messages.Head, rev uint64, ok bool, keep func(messages.Head) bool) (bool, error) {
+	key := owners.Key(k.ns, k.vault)
+	b, _ := json.Marshal(next)
+	for try := 1; ; try++ {
+		var err error
+		if ok {
+			_, err = h.heads.Update(ctx, key, b, rev)
+		} else {
+			_, err = h.heads.Create(ctx, key, b)
+		}
+		if err == nil {
+			if ok && hd.Object != "" {
+				if err := h.obs.Delete(ctx, hd.Object); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+					h.s.log.Warn("handoff: delete the previous manifest", "object", hd.Object, "err", err)
+				}
+			}
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return false, fmt.Errorf("head: %w", err)
+		}
+		if try == 10 {
+			return false, fmt.Errorf("head: kept moving: %w", err)
+		}
+		time.Sleep(time.Duration(try) * 20 * time.Millisecond)
+		if hd, rev, ok, err = h.head(ctx, k); err != nil {
+			return false, err
+		}
+		if ok && (keep(hd) || hd.Deleted && !next.Deleted) {
+			h.s.log.Info("handoff push dropped: the head moved to a newer copy", "namespace", k.ns, "vault", k.vault, "head_epoch", hd.Epoch, "epoch", next.Epoch)
+			return false, nil
+		}
+	}
 }
 
 // upload sends k's chunks the bucket lacks and its manifest, and returns

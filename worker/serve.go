@@ -192,8 +192,9 @@ func (s *Server) Run(ctx context.Context) error {
 			// heartbeat lapsed while it finished a long exec would have
 			// its vaults taken before it pushed them.
 			hctx := context.WithoutCancel(ctx)
-			beating := make(chan struct{})
+			beating, beat := make(chan struct{}), make(chan struct{})
 			go func() {
+				defer close(beat)
 				for {
 					select {
 					case <-beating:
@@ -204,12 +205,20 @@ func (s *Server) Run(ctx context.Context) error {
 				}
 			}()
 			stopDirect()
+			// Drain returns at once; the messages already delivered still
+			// reach enqueue until Closed.
 			cc.Drain()
+			select {
+			case <-cc.Closed():
+			case <-time.After(10 * time.Second):
+				s.log.Warn("work consumer did not close in 10 s")
+			}
 			close(s.stop)
 			s.wg.Wait()
 			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
+			<-beat // no heartbeat may land after the release
 			s.release()
 			return nil
 		case <-hb.C:
@@ -424,12 +433,12 @@ func (s *Server) process(msg delivery) {
 		}
 	}()
 	var rep messages.Reply
-	if e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
+	if p, e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
 		rep = s.handle(handler.WithAttempt(ctx, attempt), req)
-		rep = s.pr.handle(ctx, req, rep, dl)   // add what other workers' stores hold
-		rep = s.ho.after(ctx, req, rep, owner) // push in the background, or hand a fork over
+		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
+		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 	}
 	close(done)
 	if rep.Error != nil {
