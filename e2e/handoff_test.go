@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -150,5 +151,92 @@ func TestGracefulStopHandsOverEverything(t *testing.T) {
 	var info messages.VaultResult
 	if err := call(messages.OpVaultInfo, nil, &info); err != nil || info.Vault.Worker != "g2" {
 		t.Fatalf("vault served by %q (%v), want g2", info.Vault.Worker, err)
+	}
+}
+
+// TestPausedWorkerComesBack pauses a vault's worker (SIGSTOP) long enough
+// for the fleet to take it for dead and hand its vault to another worker
+// on another machine, which changes it; then resumes it. The returning
+// worker takes new work again, serves the vault no more while it is not
+// the owner, and when the vault comes back to it (the other worker is
+// killed), it serves the changes made elsewhere, also to a command in
+// the mount it kept from before the pause.
+func TestPausedWorkerComesBack(t *testing.T) {
+	f := startFleet(t)
+	p1 := f.startWorkerProcess(t.TempDir(), "p1")
+	f.waitMembers("p1")
+	c := f.client()
+	ctx := context.Background()
+	call := func(v string, op messages.Op, args, out any) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return c.Call(cctx, "default", v, op, args, out)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	catInMount := func(want string) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		env, err := c.Exec(cctx, "default", "pv", messages.ExecArgs{Argv: []string{"cat", "a.txt"}})
+		must(err)
+		if env.Stdout != want {
+			t.Fatalf("cat a.txt in the mount on %s: %q, want %q", env.Worker, env.Stdout, want)
+		}
+	}
+	must(call("pv", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	must(call("pv", messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("one")}, nil))
+	catInMount("one") // p1 mounts the vault, and keeps the mount
+	must(call("pv", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c1"}, nil))
+	js, _ := jetstream.New(f.conn())
+	waitPushed(t, js, "default", "pv", "c1")
+
+	p2 := f.startWorkerProcess(t.TempDir(), "p2")
+	f.waitMembers("p2")
+	p1.Process.Signal(syscall.SIGSTOP)
+	resumed := false
+	defer func() {
+		if !resumed {
+			p1.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	must(call("pv", messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("two")}, nil))
+	var info messages.VaultResult
+	must(call("pv", messages.OpVaultInfo, nil, &info))
+	if info.Vault.Worker != "p2" {
+		t.Fatalf("while p1 is paused the vault is served by %q, want p2", info.Vault.Worker)
+	}
+	must(call("pv", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c2"}, nil))
+	waitPushed(t, js, "default", "pv", "c2")
+
+	p1.Process.Signal(syscall.SIGCONT)
+	resumed = true
+	// Back, p1 takes new work: a vault created now may land on it, and
+	// every one is served.
+	for i := range 4 {
+		must(call(fmt.Sprintf("after%d", i), messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	}
+	// A write sent to p1 for the vault it lost goes to p2.
+	if rep := f.askWorker("p1", "default", "pv", messages.OpWrite, messages.WriteArgs{Path: "/b.txt", Content: []byte("via p1")}); rep.Error != nil {
+		t.Fatalf("write sent to p1: %v", rep.Error)
+	}
+	must(call("pv", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c3"}, nil))
+	waitPushed(t, js, "default", "pv", "c3")
+
+	p2.Process.Signal(syscall.SIGKILL)
+	p2.Wait()
+	catInMount("two")
+	var cat messages.CatResult
+	must(call("pv", messages.OpCat, messages.PathArgs{Path: "/b.txt"}, &cat))
+	if *cat.Content != "via p1" {
+		t.Fatalf("/b.txt: %q", *cat.Content)
+	}
+	must(call("pv", messages.OpVaultInfo, nil, &info))
+	if info.Vault.Worker != "p1" {
+		t.Fatalf("after p2 died the vault is served by %q, want p1", info.Vault.Worker)
 	}
 }

@@ -43,6 +43,15 @@ func (h *Handler) OnChange(fn func(op messages.Op, ns, vault string)) {
 	h.onChange = append(h.onChange, fn)
 }
 
+// Changed runs the OnChange hooks for a change made to a vault outside a
+// request (a worker replacing its copy with one pushed from elsewhere
+// passes messages.OpVaultDelete: the old copy is gone).
+func (h *Handler) Changed(op messages.Op, ns, vault string) {
+	for _, fn := range h.onChange {
+		fn(op, ns, vault)
+	}
+}
+
 // Options configure a Handler.
 type Options struct {
 	Logger *slog.Logger
@@ -145,9 +154,7 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 		return rep
 	}
 	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec {
-		for _, fn := range h.onChange {
-			fn(req.Op, req.Namespace, req.Vault)
-		}
+		h.Changed(req.Op, req.Namespace, req.Vault)
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

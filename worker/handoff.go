@@ -295,6 +295,7 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 				if err := st.Delete(ctx, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil {
 					return fmt.Errorf("drop the copy of a deleted vault: %w", err)
 				}
+				h.s.h.Changed(messages.OpVaultDelete, k.ns, k.vault)
 				exists = false
 			case !hd.Deleted:
 				if err := h.pull(ctx, k, hd, exists, requestID); err != nil {
@@ -428,6 +429,10 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	}
 	if _, err := st.Receive(ctx, file, k.ns, k.vault, vault.Meta{Actor: "worker:" + h.s.id, RequestID: requestID}); err != nil {
 		return err
+	}
+	if replace {
+		// A mount of the old copy shows nodes that are gone.
+		h.s.h.Changed(messages.OpVaultDelete, k.ns, k.vault)
 	}
 	if replace {
 		// Free the replaced copy's content, off the request's path.
@@ -575,6 +580,7 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 		if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil && !errors.Is(err, vault.ErrVaultNotFound) {
 			h.s.log.Warn("handoff: drop the copy of a fork handed over", "vault", a.Target, "err", err)
 		}
+		h.s.h.Changed(messages.OpVaultDelete, t.ns, t.vault)
 	}
 	switch {
 	case pushed:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -133,17 +134,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.owned, err = owners.Watch(ctx, okv); err != nil {
 		return fmt.Errorf("watch owners: %w", err)
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
-		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
-		MaxAckPending: s.o.Concurrency * 16,
-	})
+	lost := make(chan struct{}, 1)
+	cc, err := s.consume(ctx, lost)
 	if err != nil {
-		return fmt.Errorf("worker consumer: %w", err)
-	}
-	cc, err := cons.Consume(s.enqueue, jetstream.PullExpiry(messages.PullExpiry))
-	if err != nil {
-		return fmt.Errorf("worker consume: %w", err)
+		return err
 	}
 	// A micro service makes workers discoverable with $SRV requests (the
 	// nats CLI's `nats micro ls`), with request stats per endpoint.
@@ -223,7 +217,53 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-hb.C:
 			s.heartbeat(ctx)
+			if _, err := s.js.Consumer(ctx, messages.StreamWork, "worker-"+s.id); errors.Is(err, jetstream.ErrConsumerNotFound) {
+				signal(lost)
+			}
+		case <-lost:
+			// A dispatcher took this worker for dead (its heartbeat
+			// lapsed: a pause, a partition) and deleted its consumer to
+			// move its work elsewhere. Being back, it takes new work.
+			cc.Stop()
+			if next, err := s.consume(ctx, lost); err != nil {
+				// (The next heartbeat finds it missing and tries again.)
+				s.log.Warn("work consumer not restored", "err", err)
+			} else {
+				s.log.Info("work consumer restored after it was deleted")
+				cc = next
+			}
 		}
+	}
+}
+
+// consume creates this worker's consumer of the work stream and starts
+// taking its messages; lost is signalled when the consumer is deleted.
+func (s *Server) consume(ctx context.Context, lost chan struct{}) (jetstream.ConsumeContext, error) {
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
+		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
+		MaxAckPending: s.o.Concurrency * 16,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker consumer: %w", err)
+	}
+	cc, err := cons.Consume(s.enqueue, jetstream.PullExpiry(messages.PullExpiry),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				signal(lost)
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("worker consume: %w", err)
+	}
+	return cc, nil
+}
+
+// signal wakes c's reader without blocking (c has room for one).
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }
 
