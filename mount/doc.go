@@ -13,8 +13,9 @@
 //   - Lookups, attributes and directory listings are answered from an
 //     in-memory copy of the tree (entries), loaded one directory at a time
 //     with one read transaction. The kernel caches names, attributes and
-//     misses for a second (Options), and directory listings and file pages
-//     until told otherwise.
+//     misses for a minute (Options), and directory listings and file pages
+//     until told otherwise: the mount tells it of every change it did not
+//     make itself (Invalidate).
 //   - Writes and truncations are buffered per file, shared by all its
 //     descriptors, and committed in one transaction on flush (close),
 //     fsync, the last release, Sync or Close. A commit rewrites only the

@@ -152,9 +152,16 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 
 var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 
-// Fsync on a directory succeeds: every change of the tree is committed
-// before its request returns.
+// Fsync on a directory commits the queued changes of the tree (creates,
+// removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	m := d.m
+	m.nsMu.RLock()
+	err := m.flushHeld(m.ctx)
+	m.nsMu.RUnlock()
+	if err != nil {
+		return m.errno("fsync", "", err)
+	}
 	return 0
 }
 

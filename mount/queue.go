@@ -15,12 +15,14 @@ import (
 // transaction to ride on before one is made for it alone.
 const flushDelay = 5 * time.Millisecond
 
-// change is a removal, rename or chmod/utimens that was answered at
-// once, after the mount checked it against its copy of the tree, and
+// change is a create, removal, rename or chmod/utimens that was answered
+// at once, after the mount checked it against its copy of the tree, and
 // reaches the vault with the next transaction. None of them can break a
-// quota, so none can fail there if the check passed. rm -rf, git's rename
-// of each object into place and cargo's touching of fingerprints thus
-// cost one transaction per burst instead of one per file.
+// quota (creates are queued only when the vault has no max_files), so
+// none can fail there if the check passed. rm -rf, git's rename of each
+// object into place and cargo's touching of fingerprints thus cost one
+// transaction per burst instead of one per file, and a new file's create
+// rides on the commit of its content when it is closed.
 type change struct {
 	op        changeOp
 	from, to  string // to: the new path of a rename
@@ -28,6 +30,14 @@ type change struct {
 	noReplace bool
 	mode      *iofs.FileMode
 	mtime     *time.Time
+	// at is when the mount answered the change, the time the kernel
+	// was shown for the entries it touched; the vault records the same.
+	at time.Time
+	// A create: the kind, and the inode number already given to the
+	// kernel, reserved in the vault (Mount.inos); e is the mount's entry.
+	kind vault.Kind
+	ino  uint64
+	e    *entry
 }
 
 type changeOp uint8
@@ -36,22 +46,43 @@ const (
 	opRemove changeOp = iota
 	opRename
 	opSetattr
+	opCreate
 )
 
 func (c change) String() string {
-	return [...]string{"remove", "rename", "setattr"}[c.op] + " " + c.from
+	return [...]string{"remove", "rename", "setattr", "create"}[c.op] + " " + c.from
 }
 
 func (c change) apply(tx *vault.Tx) error {
+	if c.at.IsZero() {
+		return c.applyNow(tx)
+	}
+	return tx.AtTime(c.at, func() error { return c.applyNow(tx) })
+}
+
+func (c change) applyNow(tx *vault.Tx) error {
 	switch c.op {
 	case opRename:
 		return tx.Rename(c.from, c.to, vault.RenameOptions{NoReplace: c.noReplace})
 	case opSetattr:
 		_, err := tx.SetAttr(c.from, c.mode, c.mtime)
 		return err
+	case opCreate:
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "") })
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
+
+// inoBlock is how many inode numbers the mount reserves at a time for
+// the creates it queues; a new block is reserved in whatever transaction
+// runs once fewer than inoLow are left.
+const (
+	inoBlock = 1024
+	inoLow   = 256
+)
+
+// inoPool is a run of reserved inode numbers, [next, end).
+type inoPool struct{ next, end uint64 }
 
 // queue holds the changes not yet in the vault, in order. Its
 // mutex is also held across every vault write transaction, so that no
@@ -60,6 +91,7 @@ type queue struct {
 	mu    sync.Mutex
 	ops   []change
 	timer *time.Timer
+	inos  inoPool // reserved for queued creates
 }
 
 // queuedError marks a failure of the queued changes rather than of the
@@ -128,24 +160,76 @@ func (m *Mount) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
 	defer m.q.mu.Unlock()
 	ops := m.q.ops
 	m.q.ops = nil
+	var reserved inoPool
+	fnFailed := false
 	err := m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+		reserved = inoPool{}
 		for _, op := range ops {
 			if err := op.apply(tx); err != nil {
 				return &queuedError{fmt.Errorf("%s: %w", op, err)}
 			}
 		}
-		return fn(tx)
+		if err := fn(tx); err != nil {
+			fnFailed = true
+			return err
+		}
+		if m.q.inos.end-m.q.inos.next < inoLow {
+			first := tx.ReserveInos(inoBlock)
+			reserved = inoPool{first, first + inoBlock}
+		}
+		return nil
 	})
 	var qe *queuedError
 	switch {
+	case err == nil:
+		if reserved.end != 0 {
+			m.q.inos = reserved
+		}
+		m.createdLocked(ops)
+		if len(m.q.ops) == 0 && m.q.timer != nil {
+			// Nothing left for the timer to commit.
+			m.q.timer.Stop()
+			m.q.timer = nil
+		}
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
 		err = m.v.Update(ctx, m.meta, fn)
-	case err != nil && len(ops) > 0:
+	case len(ops) > 0:
 		m.q.ops = append(ops, m.q.ops...)
+		if fnFailed && m.q.timer == nil {
+			// The queued changes are fine; only fn's work was
+			// refused (a quota): commit them soon on their own.
+			m.q.timer = time.AfterFunc(flushDelay, m.flushLater)
+		}
 	}
 	return err
+}
+
+// createdLocked records that the creates among ops are in the vault.
+// Caller holds m.q.mu.
+func (m *Mount) createdLocked(ops []change) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, op := range ops {
+		if op.op == opCreate {
+			op.e.queued = false
+		}
+	}
+}
+
+// takeIno hands out a reserved inode number for a queued create; ok is
+// false when none is left (the create then commits at once, and its
+// transaction reserves more). Caller holds m.nsMu exclusively.
+func (m *Mount) takeIno() (ino uint64, ok bool) {
+	m.q.mu.Lock()
+	defer m.q.mu.Unlock()
+	if m.q.inos.next >= m.q.inos.end {
+		return 0, false
+	}
+	ino = m.q.inos.next
+	m.q.inos.next++
+	return ino, true
 }
 
 // resync drops every cache in the background: the caller holds locks that
