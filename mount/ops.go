@@ -43,7 +43,7 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vau
 	var st vault.Entry
 	err := m.update(ctx, func(tx *vault.Tx) error {
 		ino := tx.NextIno()
-		if err := createIn(tx, p, kind, mode, target); err != nil {
+		if err := createIn(tx, p, kind, mode, target, nil); err != nil {
 			return err
 		}
 		if tx.NextIno() != ino+1 {
@@ -108,12 +108,13 @@ func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, kind
 	return c, 0
 }
 
-// createIn creates one file (empty), directory or symlink at p in tx.
-func createIn(tx *vault.Tx, p string, kind vault.Kind, mode iofs.FileMode, target string) error {
+// createIn creates one file (holding data), directory or symlink at p
+// in tx.
+func createIn(tx *vault.Tx, p string, kind vault.Kind, mode iofs.FileMode, target string, data []byte) error {
 	var err error
 	switch kind {
 	case vault.KindFile:
-		_, err = tx.WriteFile(p, nil, vault.WriteOptions{Mode: mode, Exclusive: true})
+		_, err = tx.WriteFile(p, data, vault.WriteOptions{Mode: mode, Exclusive: true})
 	case vault.KindDir:
 		err = tx.Mkdir(p, mode, false)
 	case vault.KindSymlink:
@@ -479,16 +480,26 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 	if errno != 0 {
 		return errno
 	}
+	var f fresh
+	if content && d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size {
+		// A new file written from the start, as most are: if its
+		// create is still queued, it is made with this content.
+		f = fresh{e: e, data: d.exts[0].data}
+	}
 	var now time.Time
 	contentErr := false
-	err := m.update(ctx, func(tx *vault.Tx) error {
-		if content {
+	err := m.updateFresh(ctx, f, func(tx *vault.Tx, wrote time.Time) error {
+		now = tx.Time()
+		if content && !wrote.IsZero() {
+			// Created with its content, at the time the kernel
+			// was shown for the create.
+			now = wrote
+		} else if content {
 			if err := d.apply(tx, p); err != nil {
 				contentErr = true
 				return err
 			}
 		}
-		now = tx.Time()
 		if extra != nil {
 			return extra(tx, p)
 		}

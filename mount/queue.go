@@ -60,6 +60,13 @@ func (c change) apply(tx *vault.Tx) error {
 	return tx.AtTime(c.at, func() error { return c.applyNow(tx) })
 }
 
+// applyWith applies a create of a file with its first content.
+func (c change) applyWith(tx *vault.Tx, data []byte) error {
+	return tx.AtTime(c.at, func() error {
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", data) })
+	})
+}
+
 func (c change) applyNow(tx *vault.Tx) error {
 	switch c.op {
 	case opRename:
@@ -68,7 +75,7 @@ func (c change) applyNow(tx *vault.Tx) error {
 		_, err := tx.SetAttr(c.from, c.mode, c.mtime)
 		return err
 	case opCreate:
-		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "") })
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", nil) })
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
@@ -156,29 +163,68 @@ func (m *Mount) dropQueue() {
 // matches the vault: the error is logged, the caches are dropped, and fn
 // runs alone.
 func (m *Mount) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
+	return m.updateFresh(ctx, fresh{}, func(tx *vault.Tx, _ time.Time) error { return fn(tx) })
+}
+
+// fresh is the whole first content of a new file: if the file's create
+// is still queued, the transaction creates it with this content, one
+// vault write instead of a create and a write that walk the path twice.
+type fresh struct {
+	e    *entry
+	data []byte
+}
+
+// freshError marks the failure of a create made with its content (a
+// quota, say): the transaction is tried again the ordinary way, so that
+// the error is the content's, and the create stays queued.
+type freshError struct{ err error }
+
+func (e *freshError) Error() string { return "create with content: " + e.err.Error() }
+func (e *freshError) Unwrap() error { return e.err }
+
+// updateFresh is update, with f's create made with its content if it is
+// among the queued changes. fn learns the time of that create, or zero if
+// it did not happen that way (fn then writes the content itself).
+func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, wrote time.Time) error) error {
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
 	ops := m.q.ops
 	m.q.ops = nil
 	var reserved inoPool
 	fnFailed := false
-	err := m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
-		reserved = inoPool{}
-		for _, op := range ops {
-			if err := op.apply(tx); err != nil {
-				return &queuedError{fmt.Errorf("%s: %w", op, err)}
+	var err error
+	for {
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+			reserved = inoPool{}
+			var wrote time.Time
+			for _, op := range ops {
+				if f.e != nil && op.op == opCreate && op.e == f.e {
+					if err := op.applyWith(tx, f.data); err != nil {
+						return &freshError{fmt.Errorf("%s: %w", op, err)}
+					}
+					wrote = op.at
+					continue
+				}
+				if err := op.apply(tx); err != nil {
+					return &queuedError{fmt.Errorf("%s: %w", op, err)}
+				}
 			}
+			if err := fn(tx, wrote); err != nil {
+				fnFailed = true
+				return err
+			}
+			if m.q.inos.end-m.q.inos.next < inoLow {
+				first := tx.ReserveInos(inoBlock)
+				reserved = inoPool{first, first + inoBlock}
+			}
+			return nil
+		})
+		var fe *freshError
+		if f.e == nil || !errors.As(err, &fe) {
+			break
 		}
-		if err := fn(tx); err != nil {
-			fnFailed = true
-			return err
-		}
-		if m.q.inos.end-m.q.inos.next < inoLow {
-			first := tx.ReserveInos(inoBlock)
-			reserved = inoPool{first, first + inoBlock}
-		}
-		return nil
-	})
+		f = fresh{}
+	}
 	var qe *queuedError
 	switch {
 	case err == nil:
@@ -194,7 +240,7 @@ func (m *Mount) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
-		err = m.v.Update(ctx, m.meta, fn)
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error { return fn(tx, time.Time{}) })
 	case len(ops) > 0:
 		m.q.ops = append(ops, m.q.ops...)
 		if fnFailed && m.q.timer == nil {
