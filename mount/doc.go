@@ -77,13 +77,15 @@
 //
 // # Locks
 //
-// Lock order: Mount.nsMu, then fileData.mu, then queue.mu, then
-// Mount.mu. nsMu is held exclusively by create, remove and rename, and
-// shared by everything else that resolves a vault path and then calls the
-// vault, so a path stays right for the length of the call. queue.mu is
-// held across every vault write, so none can run on a tree that misses a
-// queued change. Mount.mu guards the entry cache and is never held across
-// a vault call. No lock is held across a kernel notification: the kernel
+// Lock order: Mount.nsMu, then fileData.mu, then queue.tx, then
+// queue.mu, then Mount.mu. nsMu is held exclusively by create, remove and
+// rename, and shared by everything else that resolves a vault path and
+// then calls the vault, so a path stays right for the length of the call;
+// the timer's commit of the queue needs no path and holds none. queue.tx
+// is held across every vault write, which takes the whole queue, so none
+// can run on a tree that misses a queued change; queue.mu only guards the
+// queue, so changes are queued while one commits. Mount.mu guards the
+// entry cache and is never held across a vault call. No lock is held across a kernel notification: the kernel
 // may wait for a request in flight to finish, and that request may wait
 // for the lock. Vault calls made for the kernel use the mount's own
 // context, not the request's, which any signal to the calling process

@@ -91,10 +91,14 @@ const (
 // inoPool is a run of reserved inode numbers, [next, end).
 type inoPool struct{ next, end uint64 }
 
-// queue holds the changes not yet in the vault, in order. Its
-// mutex is also held across every vault write transaction, so that no
-// transaction can run on a tree that misses a queued change.
+// queue holds the changes not yet in the vault, in order. tx is held
+// across every vault write transaction, which takes all the changes queued
+// when it starts, so that no transaction can run on a tree that misses a
+// queued change. mu guards the fields below it and is held only briefly:
+// changes are queued while a transaction commits earlier ones (rm -rf
+// goes on while its last burst of removals is committed).
 type queue struct {
+	tx    sync.Mutex
 	mu    sync.Mutex
 	ops   []change
 	timer *time.Timer
@@ -119,24 +123,30 @@ func (m *Mount) enqueue(op change) {
 	}
 }
 
+// flushLater commits the queue from the timer. It holds no m.nsMu: the
+// queued changes carry their paths, and the mount's tree may move on
+// while they commit.
 func (m *Mount) flushLater() {
 	m.q.mu.Lock()
 	m.q.timer = nil
 	m.q.mu.Unlock()
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
 	if err := m.flushHeld(m.ctx); err != nil {
 		m.log.Warn("commit queued changes", keyErr, err)
 	}
 }
 
-// flushHeld commits the queued changes, before a vault read that must see
-// them. Caller holds m.nsMu.
+// flushHeld commits the queued changes, and waits for a commit of
+// earlier ones in flight, before a vault read that must see them. A
+// caller that then reads by path holds m.nsMu.
 func (m *Mount) flushHeld(ctx context.Context) error {
 	m.q.mu.Lock()
 	n := len(m.q.ops)
 	m.q.mu.Unlock()
 	if n == 0 {
+		// Nothing queued, but the timer's commit may hold changes
+		// the mount has already answered: wait for it.
+		m.q.tx.Lock()
+		m.q.tx.Unlock()
 		return nil
 	}
 	return m.update(ctx, func(*vault.Tx) error { return nil })
@@ -145,6 +155,8 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 // dropQueue forgets the queued changes, for Invalidate: they were made
 // against a tree the vault no longer has.
 func (m *Mount) dropQueue() {
+	m.q.tx.Lock()
+	defer m.q.tx.Unlock()
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
 	if len(m.q.ops) > 0 {
@@ -186,10 +198,13 @@ func (e *freshError) Unwrap() error { return e.err }
 // among the queued changes. fn learns the time of that create, or zero if
 // it did not happen that way (fn then writes the content itself).
 func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, wrote time.Time) error) error {
+	m.q.tx.Lock()
+	defer m.q.tx.Unlock()
 	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
 	ops := m.q.ops
 	m.q.ops = nil
+	low := m.q.inos.end-m.q.inos.next < inoLow
+	m.q.mu.Unlock()
 	var reserved inoPool
 	fnFailed := false
 	var err error
@@ -213,7 +228,7 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 				fnFailed = true
 				return err
 			}
-			if m.q.inos.end-m.q.inos.next < inoLow {
+			if low {
 				first := tx.ReserveInos(inoBlock)
 				reserved = inoPool{first, first + inoBlock}
 			}
@@ -228,32 +243,36 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var qe *queuedError
 	switch {
 	case err == nil:
+		m.createdLocked(ops)
+		m.q.mu.Lock()
 		if reserved.end != 0 {
 			m.q.inos = reserved
 		}
-		m.createdLocked(ops)
 		if len(m.q.ops) == 0 && m.q.timer != nil {
 			// Nothing left for the timer to commit.
 			m.q.timer.Stop()
 			m.q.timer = nil
 		}
+		m.q.mu.Unlock()
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
 		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error { return fn(tx, time.Time{}) })
 	case len(ops) > 0:
+		m.q.mu.Lock()
 		m.q.ops = append(ops, m.q.ops...)
 		if fnFailed && m.q.timer == nil {
 			// The queued changes are fine; only fn's work was
 			// refused (a quota): commit them soon on their own.
 			m.q.timer = time.AfterFunc(flushDelay, m.flushLater)
 		}
+		m.q.mu.Unlock()
 	}
 	return err
 }
 
 // createdLocked records that the creates among ops are in the vault.
-// Caller holds m.q.mu.
+// Caller holds m.q.tx.
 func (m *Mount) createdLocked(ops []change) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
