@@ -13,26 +13,39 @@
 //   - Lookups, attributes and directory listings are answered from an
 //     in-memory copy of the tree (entries), loaded one directory at a time
 //     with one read transaction. The kernel caches names, attributes and
-//     misses for a second (Options), and directory listings and file pages
-//     until told otherwise.
+//     misses for a minute (Options), and directory listings and file pages
+//     until told otherwise: the kernel sees every change made through the
+//     mount, and Invalidate tells it of changes made behind its back.
 //   - Writes and truncations are buffered per file, shared by all its
 //     descriptors, and committed in one transaction on flush (close),
 //     fsync, the last release, Sync or Close. A commit rewrites only the
 //     chunks it touches. The writeback cache stays off: with it the kernel
 //     trusts its own file sizes, which a checkpoint restore must be able
 //     to change.
-//   - Removals and renames, which no quota can refuse, are checked against
-//     the in-memory tree, answered at once and queued; the queue rides on
-//     the next transaction, or is committed alone within 5 ms, so rm -rf
-//     or git's renames cost a transaction per burst, not per file. Every
-//     vault read the mount makes commits the queue first.
+//   - Removals, renames and chmod/utimens, which no quota can refuse, are
+//     checked against the in-memory tree, answered at once and queued; the
+//     queue rides on the next transaction, or is committed alone within
+//     5 ms, so rm -rf or git's renames cost a transaction per burst, not
+//     per file. Every vault read the mount makes commits the queue first.
+//   - Creates of files and directories are queued the same way when the
+//     vault has no max_files quota (the one limit an empty entry can
+//     break): the inode number the kernel gets comes from a block the
+//     mount reserved in the vault (vault.Tx.ReserveInos) in an earlier
+//     transaction. A new file's create thus rides on the commit of its
+//     content when it is closed, and a file written from the start is
+//     created with that content in one vault write. Each queued change is
+//     recorded with the time the mount answered it (vault.Tx.AtTime), so
+//     the vault holds the times the kernel was shown. A file created and
+//     closed with nothing written commits its create at close; fsync of a
+//     directory commits the queue.
 //   - The committed content of small files (up to 1 MiB, 64 MiB in all,
 //     least recently used out) stays in memory after a read or a commit:
 //     files written through the mount are read back without a query (the
 //     kernel keeps no page that was only partly written).
-//   - ACCESS (default_permissions) and xattr requests (the vault has no
-//     extended attributes) are not sent at all; read-only descriptors ask
-//     for no FLUSH.
+//   - ACCESS (default_permissions), xattr requests (the vault has no
+//     extended attributes), OPENDIR and RELEASEDIR (answered ENOSYS once,
+//     see noOpendir) are not sent at all; read-only descriptors ask for no
+//     FLUSH.
 //
 // # Invariants
 //
@@ -40,14 +53,16 @@
 //     Whoever changes the vault behind its back (a checkpoint restore)
 //     calls Sync before and Invalidate after, which drops both the mount's
 //     and the kernel's caches. The vault API sees a change made through
-//     the mount once Sync returns (removals and renames within 5 ms
-//     anyway, file contents when the file is closed).
+//     the mount once Sync returns (queued changes within 5 ms anyway, a
+//     file and its contents when the file is closed).
 //   - Inode numbers are the vault's (vault.Entry.Ino): stable across
 //     mounts, never reused within a vault, so the generation is always 1.
+//     A queued create's number is reserved before the kernel sees it;
+//     numbers reserved and never used are skipped.
 //   - A commit is all or nothing. One that fails, on a quota for
 //     instance, drops that file's buffered changes: the vault and the
-//     mount both keep the previous content, and close(2) or fsync(2)
-//     reports the error. Writes past MaxDirty commit early, so a very
+//     mount both keep the previous content (a new file stays, empty), and
+//     close(2) or fsync(2) reports the error. Writes past MaxDirty commit early, so a very
 //     large file may be committed in parts.
 //   - An unlinked file stays readable through descriptors opened before
 //     (up to 64 MiB of committed content is kept in memory), but its
@@ -62,13 +77,15 @@
 //
 // # Locks
 //
-// Lock order: Mount.nsMu, then fileData.mu, then queue.mu, then
-// Mount.mu. nsMu is held exclusively by create, remove and rename, and
-// shared by everything else that resolves a vault path and then calls the
-// vault, so a path stays right for the length of the call. queue.mu is
-// held across every vault write, so none can run on a tree that misses a
-// queued change. Mount.mu guards the entry cache and is never held across
-// a vault call. No lock is held across a kernel notification: the kernel
+// Lock order: Mount.nsMu, then fileData.mu, then queue.tx, then
+// queue.mu, then Mount.mu. nsMu is held exclusively by create, remove and
+// rename, and shared by everything else that resolves a vault path and
+// then calls the vault, so a path stays right for the length of the call;
+// the timer's commit of the queue needs no path and holds none. queue.tx
+// is held across every vault write, which takes the whole queue, so none
+// can run on a tree that misses a queued change; queue.mu only guards the
+// queue, so changes are queued while one commits. Mount.mu guards the
+// entry cache and is never held across a vault call. No lock is held across a kernel notification: the kernel
 // may wait for a request in flight to finish, and that request may wait
 // for the lock. Vault calls made for the kernel use the mount's own
 // context, not the request's, which any signal to the calling process

@@ -38,6 +38,7 @@ type entry struct {
 	unlinked  bool // removed from the tree while still open
 	stale     bool // the root after Invalidate: attributes must be read again
 	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
+	queued    bool // created through the mount, the create still in the queue
 
 	// children is a directory's complete listing, nil until loaded.
 	children map[string]*entry

@@ -28,7 +28,14 @@ const (
 const (
 	blockSize = 4096
 
-	defaultTimeout  = time.Second
+	// defaultTimeout is how long the kernel keeps names, attributes
+	// and misses. Every change made through the mount reaches the
+	// kernel with the request that makes it, and Invalidate drops the
+	// kernel's copies after a change behind the mount's back, so the
+	// timeout only bounds how long a change nobody reported stays
+	// unseen. At 1 s, git status and find after a pause paid a LOOKUP
+	// round trip per entry.
+	defaultTimeout  = time.Minute
 	defaultMaxDirty = 64 << 20
 	defaultCache    = 64 << 20
 	// maxOrphan bounds the content kept in memory for a file that is
@@ -58,7 +65,7 @@ type Options struct {
 
 	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
 	// kernel may cache names, attributes and misses without asking
-	// again. Zero means the default of 1 s; a negative value disables
+	// again. Zero means the default of 1 minute; a negative value disables
 	// that cache. Changes made behind the mount's back are only seen
 	// after Invalidate.
 	EntryTimeout    time.Duration
@@ -113,6 +120,7 @@ type Mount struct {
 	q queue // removals and renames not yet in the vault
 
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb in bytes, 0 = none
+	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
 
 	notifies  sync.WaitGroup // kernel notifications sent in the background
 	closeOnce sync.Once
@@ -211,11 +219,15 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		opts.DirectMountFlags = syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV
 	}
 	syscall.ForkLock.RLock()
-	server, err := fs.Mount(dir, m.rootNode, opts)
+	server, err := fuse.NewServer(noOpendir{fs.NewNodeFS(m.rootNode, opts)}, dir, &opts.MountOptions)
 	if err == nil {
 		closeFuseFDsOnExec()
 	}
 	syscall.ForkLock.RUnlock()
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount()
+	}
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -428,6 +440,7 @@ func (m *Mount) refreshQuota(ctx context.Context) error {
 		limit = *q.MaxFileSizeMB << 20
 	}
 	m.maxFileSize.Store(limit)
+	m.maxFiles.Store(q.MaxFiles != nil)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -808,5 +809,170 @@ func TestChildrenDoNotInheritFuseFD(t *testing.T) {
 	}
 	if strings.Contains(string(out), "/dev/fuse") {
 		t.Fatalf("a child holds /dev/fuse while %s is mounted:\n%s", m.Dir(), out)
+	}
+}
+
+// A file created through the mount reaches the vault in the transaction
+// that commits its content: one commit per new file, visible once it is
+// closed, with the inode number and time the kernel was shown.
+func TestCreateRidesOnFirstCommit(t *testing.T) {
+	ctx := context.Background()
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := m.Dir()
+	// The first create of a mount commits at once and reserves inode
+	// numbers for those that follow.
+	writeFile(t, filepath.Join(dir, "first"), "1")
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		p := filepath.Join(dir, "d", fmt.Sprint(i))
+		writeFile(t, p, fmt.Sprint("content ", i))
+		// Closed: in the vault without Sync, as it was shown.
+		if got := vaultFile(t, v, "/d/"+fmt.Sprint(i)); got != fmt.Sprint("content ", i) {
+			t.Fatalf("vault /d/%d after close: got %q", i, got)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		e, err := v.Stat(ctx, "/d/"+fmt.Sprint(i))
+		if err != nil || e.Ino != st.Ino || e.Mtime.UnixNano() != st.Mtim.Nano() {
+			t.Fatalf("/d/%d: mount ino %d mtime %v; vault %+v, %v", i, st.Ino, st.Mtim, e, err)
+		}
+		events, err := v.Audit(ctx, vault.AuditFilter{Path: "/d/" + fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) == 0 {
+			t.Fatalf("/d/%d: no audit events", i)
+		}
+		for _, ev := range events {
+			if !ev.Time.Equal(events[0].Time) {
+				t.Fatalf("/d/%d: events %s at %v and %s at %v: want one transaction", i, events[0].Action, events[0].Time, ev.Action, ev.Time)
+			}
+		}
+	}
+	if e, err := v.Stat(ctx, "/d"); err != nil || e.Mode.Perm() != 0o750 {
+		t.Fatalf("vault /d: %+v, %v; want a directory of mode 750", e, err)
+	}
+
+	// Created and closed with nothing written: in the vault at close.
+	f, err := os.OpenFile(filepath.Join(dir, "d/empty"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := v.Stat(ctx, "/d/empty"); err != nil || e.Size != 0 || e.Mode.Perm() != 0o600 {
+		t.Fatalf("vault /d/empty after close: %+v, %v", e, err)
+	}
+
+	// Renamed and removed while open, before any commit: the vault
+	// ends with the rename only.
+	f, err = os.Create(filepath.Join(dir, "tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "tmp"), filepath.Join(dir, "d/moved")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Create(filepath.Join(dir, "gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := vaultFile(t, v, "/d/moved"); got != "moved" {
+		t.Fatalf("vault /d/moved: got %q", got)
+	}
+	syncMount(t, m)
+	for _, p := range []string{"/tmp", "/gone"} {
+		if _, err := v.Stat(ctx, p); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("vault %s: got %v, want not found", p, err)
+		}
+	}
+}
+
+// A new file whose content breaks a quota: close reports it, and the
+// file stays, empty, as when the create was committed on its own.
+func TestCreateThenQuotaAtClose(t *testing.T) {
+	ctx := context.Background()
+	one := int64(1)
+	v := testVault(t, vault.Quota{MaxSizeMB: &one})
+	m := mountVault(t, v, Options{})
+	writeFile(t, filepath.Join(m.Dir(), "first"), "1")
+	p := filepath.Join(m.Dir(), "big")
+	err := os.WriteFile(p, pattern(2<<20), 0o644)
+	wantErrno(t, "close of a new 2 MiB file with max_size_mb=1", err, syscall.EDQUOT, syscall.ENOSPC)
+	syncMount(t, m)
+	if e, err := v.Stat(ctx, "/big"); err != nil || e.Size != 0 {
+		t.Fatalf("vault /big after refused content: %+v, %v; want an empty file", e, err)
+	}
+	if got := readFile(t, p); got != "" {
+		t.Fatalf("mount /big after refused content: got %d bytes, want none", len(got))
+	}
+}
+
+// Directories are read without OPENDIR: a listing too long for one
+// READDIRPLUS reply is read in parts, each through a handle of its own
+// that starts at the kernel's offset, and changes still show.
+func TestLongListingWithoutOpendir(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := filepath.Join(m.Dir(), "long")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for i := range 600 {
+		name := fmt.Sprintf("entry-with-a-rather-long-name-to-fill-the-buffer-%04d", i)
+		writeFile(t, filepath.Join(dir, name), "x")
+		want[name] = true
+	}
+	list := func() map[string]bool {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, e := range ents {
+			if got[e.Name()] {
+				t.Fatalf("listing has %s twice", e.Name())
+			}
+			got[e.Name()] = true
+		}
+		return got
+	}
+	for round := range 2 {
+		got := list()
+		if len(got) != len(want) {
+			t.Fatalf("round %d: listing has %d entries, want %d", round, len(got), len(want))
+		}
+		for name := range want {
+			if !got[name] {
+				t.Fatalf("round %d: listing lacks %s", round, name)
+			}
+		}
+		for i := round; i < 600; i += 3 {
+			name := fmt.Sprintf("entry-with-a-rather-long-name-to-fill-the-buffer-%04d", i)
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, name)
+		}
 	}
 }

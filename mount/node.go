@@ -117,9 +117,11 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 var _ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 
-// OpendirHandle snapshots the listing, sorted by name. The kernel may
-// cache it (FOPEN_CACHE_DIR): changes made through the mount invalidate
-// that cache by themselves, and Invalidate does for the rest.
+// OpendirHandle snapshots the listing, sorted by name. The kernel never
+// sends OPENDIR (noOpendir): each READDIR gets a handle of its own. The
+// kernel caches the listing (FOPEN_CACHE_DIR, its default without
+// OPENDIR): changes made through the mount invalidate that cache by
+// themselves, and Invalidate does for the rest.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	de, errno := d.self()
 	if errno != 0 {
@@ -152,9 +154,16 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 
 var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 
-// Fsync on a directory succeeds: every change of the tree is committed
-// before its request returns.
+// Fsync on a directory commits the queued changes of the tree (creates,
+// removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	m := d.m
+	m.nsMu.RLock()
+	err := m.flushHeld(m.ctx)
+	m.nsMu.RUnlock()
+	if err != nil {
+		return m.errno("fsync", "", err)
+	}
 	return 0
 }
 

@@ -18,7 +18,9 @@ import (
 // checked against the entry cache, answered, and queued for the next one.
 
 // create makes a file, directory or symlink called name in directory
-// dirIno.
+// dirIno. A file or directory is answered at once and queued, with an
+// inode number reserved in the vault, when nothing in the vault can
+// refuse it: a new file's create then rides on the commit of its content.
 func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vault.Kind, perm uint32, target string) (*entry, syscall.Errno) {
 	if m.ro {
 		return nil, syscall.EROFS
@@ -35,29 +37,18 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vau
 	}
 	p := childPath(dp, name)
 	mode := iofs.FileMode(perm).Perm()
+	if c, errno := m.createQueued(ctx, d, p, name, kind, mode); errno != 0 || c != nil {
+		return c, errno
+	}
 	var st vault.Entry
 	err := m.update(ctx, func(tx *vault.Tx) error {
 		ino := tx.NextIno()
-		var err error
-		switch kind {
-		case vault.KindFile:
-			_, err = tx.WriteFile(p, nil, vault.WriteOptions{Mode: mode, Exclusive: true})
-		case vault.KindDir:
-			err = tx.Mkdir(p, mode, false)
-		case vault.KindSymlink:
-			err = tx.Symlink(target, p)
-		}
-		if err != nil {
+		if err := createIn(tx, p, kind, mode, target, nil); err != nil {
 			return err
-		}
-		if mode == 0 && kind != vault.KindSymlink {
-			// The vault reads mode 0 as "default": ask for it again.
-			if _, err := tx.SetAttr(p, &mode, nil); err != nil {
-				return err
-			}
 		}
 		if tx.NextIno() != ino+1 {
 			// Not the one number a create takes: ask the vault.
+			var err error
 			st, err = tx.Stat(p)
 			return err
 		}
@@ -80,6 +71,65 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vau
 	m.addChildLocked(d, name, c, now)
 	m.mu.Unlock()
 	return c, 0
+}
+
+// createQueued creates a file or directory in the entry cache and queues
+// it, after the checks the vault would make. It returns a nil entry and
+// no error when the create must be committed at once instead: a symlink,
+// a vault with a max_files quota (the one limit a create can break), a
+// name or path the vault should judge, or no reserved inode number left.
+// Caller holds m.nsMu exclusively.
+func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, kind vault.Kind, mode iofs.FileMode) (*entry, syscall.Errno) {
+	if kind == vault.KindSymlink || m.maxFiles.Load() || len(p) > vault.MaxPathLen ||
+		len(name) > vault.MaxNameLen || vault.ValidName(name) != nil {
+		return nil, 0
+	}
+	switch _, errno := m.lookupHeld(ctx, d, name); errno {
+	case 0:
+		return nil, syscall.EEXIST
+	case syscall.ENOENT:
+	default:
+		return nil, errno
+	}
+	ino, ok := m.takeIno()
+	if !ok {
+		return nil, 0
+	}
+	now := time.Now()
+	c := newEntry(vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: now, Ctime: now})
+	c.queued = true
+	if kind == vault.KindDir {
+		c.children = map[string]*entry{}
+	}
+	m.enqueue(change{op: opCreate, from: p, kind: kind, mode: &mode, ino: ino, e: c, at: now})
+	m.mu.Lock()
+	m.addChildLocked(d, name, c, now)
+	m.mu.Unlock()
+	return c, 0
+}
+
+// createIn creates one file (holding data), directory or symlink at p
+// in tx.
+func createIn(tx *vault.Tx, p string, kind vault.Kind, mode iofs.FileMode, target string, data []byte) error {
+	var err error
+	switch kind {
+	case vault.KindFile:
+		_, err = tx.WriteFile(p, data, vault.WriteOptions{Mode: mode, Exclusive: true})
+	case vault.KindDir:
+		err = tx.Mkdir(p, mode, false)
+	case vault.KindSymlink:
+		err = tx.Symlink(target, p)
+	}
+	if err != nil {
+		return err
+	}
+	if mode == 0 && kind != vault.KindSymlink {
+		// The vault reads mode 0 as "default": ask for it again.
+		if _, err := tx.SetAttr(p, &mode, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remove unlinks name from directory dirIno: a directory only for rmdir,
@@ -107,11 +157,12 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 	}
 	o := m.keepOpen(c)
 	if o.ready() {
-		m.enqueue(change{op: opRemove, from: p, rmdir: rmdir})
+		now := time.Now()
+		m.enqueue(change{op: opRemove, from: p, rmdir: rmdir, at: now})
 		o.done(true)
 		m.mu.Lock()
 		m.removeLocked(c)
-		d.touch(time.Now())
+		d.touch(now)
 		m.mu.Unlock()
 		return 0
 	}
@@ -186,9 +237,10 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 		o = m.keepOpen(victim)
 	}
 	if o.ready() {
-		m.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace})
+		now := time.Now()
+		m.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace, at: now})
 		o.done(true)
-		m.move(sd, name, c, dd, newName, victim, time.Now())
+		m.move(sd, name, c, dd, newName, victim, now)
 		return 0
 	}
 	var now time.Time
@@ -400,7 +452,19 @@ func (m *Mount) commit(ctx context.Context, e *entry) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return m.commitLocked(ctx, e, d, nil)
+	if err := m.commitLocked(ctx, e, d, nil); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	queued := e.queued
+	m.mu.Unlock()
+	if queued {
+		// Created and closed (or synced) with nothing written: the
+		// create itself must be in the vault now, as it was before
+		// the close returned when creates were not queued.
+		return m.flushHeld(ctx)
+	}
+	return nil
 }
 
 // commitLocked writes d's buffered changes (d may be nil) and then runs
@@ -416,16 +480,26 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 	if errno != 0 {
 		return errno
 	}
+	var f fresh
+	if content && d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size {
+		// A new file written from the start, as most are: if its
+		// create is still queued, it is made with this content.
+		f = fresh{e: e, data: d.exts[0].data}
+	}
 	var now time.Time
 	contentErr := false
-	err := m.update(ctx, func(tx *vault.Tx) error {
-		if content {
+	err := m.updateFresh(ctx, f, func(tx *vault.Tx, wrote time.Time) error {
+		now = tx.Time()
+		if content && !wrote.IsZero() {
+			// Created with its content, at the time the kernel
+			// was shown for the create.
+			now = wrote
+		} else if content {
 			if err := d.apply(tx, p); err != nil {
 				contentErr = true
 				return err
 			}
 		}
-		now = tx.Time()
 		if extra != nil {
 			return extra(tx, p)
 		}
@@ -707,8 +781,9 @@ func (m *Mount) chattrQueued(e *entry, d *fileData, mode *iofs.FileMode, mtime *
 	if errno != 0 {
 		return errno
 	}
-	m.enqueue(change{op: opSetattr, from: p, mode: mode, mtime: mtime})
-	now := time.Now().UnixNano()
+	at := time.Now()
+	m.enqueue(change{op: opSetattr, from: p, mode: mode, mtime: mtime, at: at})
+	now := at.UnixNano()
 	if d != nil && mtime != nil {
 		d.vmtime = mtime.UnixNano() // what a failed commit goes back to
 	}

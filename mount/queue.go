@@ -15,12 +15,14 @@ import (
 // transaction to ride on before one is made for it alone.
 const flushDelay = 5 * time.Millisecond
 
-// change is a removal, rename or chmod/utimens that was answered at
-// once, after the mount checked it against its copy of the tree, and
+// change is a create, removal, rename or chmod/utimens that was answered
+// at once, after the mount checked it against its copy of the tree, and
 // reaches the vault with the next transaction. None of them can break a
-// quota, so none can fail there if the check passed. rm -rf, git's rename
-// of each object into place and cargo's touching of fingerprints thus
-// cost one transaction per burst instead of one per file.
+// quota (creates are queued only when the vault has no max_files), so
+// none can fail there if the check passed. rm -rf, git's rename of each
+// object into place and cargo's touching of fingerprints thus cost one
+// transaction per burst instead of one per file, and a new file's create
+// rides on the commit of its content when it is closed.
 type change struct {
 	op        changeOp
 	from, to  string // to: the new path of a rename
@@ -28,6 +30,14 @@ type change struct {
 	noReplace bool
 	mode      *iofs.FileMode
 	mtime     *time.Time
+	// at is when the mount answered the change, the time the kernel
+	// was shown for the entries it touched; the vault records the same.
+	at time.Time
+	// A create: the kind, and the inode number already given to the
+	// kernel, reserved in the vault (Mount.inos); e is the mount's entry.
+	kind vault.Kind
+	ino  uint64
+	e    *entry
 }
 
 type changeOp uint8
@@ -36,30 +46,63 @@ const (
 	opRemove changeOp = iota
 	opRename
 	opSetattr
+	opCreate
 )
 
 func (c change) String() string {
-	return [...]string{"remove", "rename", "setattr"}[c.op] + " " + c.from
+	return [...]string{"remove", "rename", "setattr", "create"}[c.op] + " " + c.from
 }
 
 func (c change) apply(tx *vault.Tx) error {
+	if c.at.IsZero() {
+		return c.applyNow(tx)
+	}
+	return tx.AtTime(c.at, func() error { return c.applyNow(tx) })
+}
+
+// applyWith applies a create of a file with its first content.
+func (c change) applyWith(tx *vault.Tx, data []byte) error {
+	return tx.AtTime(c.at, func() error {
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", data) })
+	})
+}
+
+func (c change) applyNow(tx *vault.Tx) error {
 	switch c.op {
 	case opRename:
 		return tx.Rename(c.from, c.to, vault.RenameOptions{NoReplace: c.noReplace})
 	case opSetattr:
 		_, err := tx.SetAttr(c.from, c.mode, c.mtime)
 		return err
+	case opCreate:
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", nil) })
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
 
-// queue holds the changes not yet in the vault, in order. Its
-// mutex is also held across every vault write transaction, so that no
-// transaction can run on a tree that misses a queued change.
+// inoBlock is how many inode numbers the mount reserves at a time for
+// the creates it queues; a new block is reserved in whatever transaction
+// runs once fewer than inoLow are left.
+const (
+	inoBlock = 1024
+	inoLow   = 256
+)
+
+// inoPool is a run of reserved inode numbers, [next, end).
+type inoPool struct{ next, end uint64 }
+
+// queue holds the changes not yet in the vault, in order. tx is held
+// across every vault write transaction, which takes all the changes queued
+// when it starts, so that no transaction can run on a tree that misses a
+// queued change. mu guards the fields below it and is held only briefly:
+// changes are queued while a transaction commits earlier ones (rm -rf
+// goes on while its last burst of removals is committed).
 type queue struct {
+	tx    sync.Mutex
 	mu    sync.Mutex
 	ops   []change
 	timer *time.Timer
+	inos  inoPool // reserved for queued creates
 }
 
 // queuedError marks a failure of the queued changes rather than of the
@@ -80,24 +123,30 @@ func (m *Mount) enqueue(op change) {
 	}
 }
 
+// flushLater commits the queue from the timer. It holds no m.nsMu: the
+// queued changes carry their paths, and the mount's tree may move on
+// while they commit.
 func (m *Mount) flushLater() {
 	m.q.mu.Lock()
 	m.q.timer = nil
 	m.q.mu.Unlock()
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
 	if err := m.flushHeld(m.ctx); err != nil {
 		m.log.Warn("commit queued changes", keyErr, err)
 	}
 }
 
-// flushHeld commits the queued changes, before a vault read that must see
-// them. Caller holds m.nsMu.
+// flushHeld commits the queued changes, and waits for a commit of
+// earlier ones in flight, before a vault read that must see them. A
+// caller that then reads by path holds m.nsMu.
 func (m *Mount) flushHeld(ctx context.Context) error {
 	m.q.mu.Lock()
 	n := len(m.q.ops)
 	m.q.mu.Unlock()
 	if n == 0 {
+		// Nothing queued, but the timer's commit may hold changes
+		// the mount has already answered: wait for it.
+		m.q.tx.Lock()
+		m.q.tx.Unlock()
 		return nil
 	}
 	return m.update(ctx, func(*vault.Tx) error { return nil })
@@ -106,6 +155,8 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 // dropQueue forgets the queued changes, for Invalidate: they were made
 // against a tree the vault no longer has.
 func (m *Mount) dropQueue() {
+	m.q.tx.Lock()
+	defer m.q.tx.Unlock()
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
 	if len(m.q.ops) > 0 {
@@ -124,28 +175,126 @@ func (m *Mount) dropQueue() {
 // matches the vault: the error is logged, the caches are dropped, and fn
 // runs alone.
 func (m *Mount) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
+	return m.updateFresh(ctx, fresh{}, func(tx *vault.Tx, _ time.Time) error { return fn(tx) })
+}
+
+// fresh is the whole first content of a new file: if the file's create
+// is still queued, the transaction creates it with this content, one
+// vault write instead of a create and a write that walk the path twice.
+type fresh struct {
+	e    *entry
+	data []byte
+}
+
+// freshError marks the failure of a create made with its content (a
+// quota, say): the transaction is tried again the ordinary way, so that
+// the error is the content's, and the create stays queued.
+type freshError struct{ err error }
+
+func (e *freshError) Error() string { return "create with content: " + e.err.Error() }
+func (e *freshError) Unwrap() error { return e.err }
+
+// updateFresh is update, with f's create made with its content if it is
+// among the queued changes. fn learns the time of that create, or zero if
+// it did not happen that way (fn then writes the content itself).
+func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, wrote time.Time) error) error {
+	m.q.tx.Lock()
+	defer m.q.tx.Unlock()
 	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
 	ops := m.q.ops
 	m.q.ops = nil
-	err := m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
-		for _, op := range ops {
-			if err := op.apply(tx); err != nil {
-				return &queuedError{fmt.Errorf("%s: %w", op, err)}
+	low := m.q.inos.end-m.q.inos.next < inoLow
+	m.q.mu.Unlock()
+	var reserved inoPool
+	fnFailed := false
+	var err error
+	for {
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+			reserved = inoPool{}
+			var wrote time.Time
+			for _, op := range ops {
+				if f.e != nil && op.op == opCreate && op.e == f.e {
+					if err := op.applyWith(tx, f.data); err != nil {
+						return &freshError{fmt.Errorf("%s: %w", op, err)}
+					}
+					wrote = op.at
+					continue
+				}
+				if err := op.apply(tx); err != nil {
+					return &queuedError{fmt.Errorf("%s: %w", op, err)}
+				}
 			}
+			if err := fn(tx, wrote); err != nil {
+				fnFailed = true
+				return err
+			}
+			if low {
+				first := tx.ReserveInos(inoBlock)
+				reserved = inoPool{first, first + inoBlock}
+			}
+			return nil
+		})
+		var fe *freshError
+		if f.e == nil || !errors.As(err, &fe) {
+			break
 		}
-		return fn(tx)
-	})
+		f = fresh{}
+	}
 	var qe *queuedError
 	switch {
+	case err == nil:
+		m.createdLocked(ops)
+		m.q.mu.Lock()
+		if reserved.end != 0 {
+			m.q.inos = reserved
+		}
+		if len(m.q.ops) == 0 && m.q.timer != nil {
+			// Nothing left for the timer to commit.
+			m.q.timer.Stop()
+			m.q.timer = nil
+		}
+		m.q.mu.Unlock()
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
-		err = m.v.Update(ctx, m.meta, fn)
-	case err != nil && len(ops) > 0:
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error { return fn(tx, time.Time{}) })
+	case len(ops) > 0:
+		m.q.mu.Lock()
 		m.q.ops = append(ops, m.q.ops...)
+		if fnFailed && m.q.timer == nil {
+			// The queued changes are fine; only fn's work was
+			// refused (a quota): commit them soon on their own.
+			m.q.timer = time.AfterFunc(flushDelay, m.flushLater)
+		}
+		m.q.mu.Unlock()
 	}
 	return err
+}
+
+// createdLocked records that the creates among ops are in the vault.
+// Caller holds m.q.tx.
+func (m *Mount) createdLocked(ops []change) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, op := range ops {
+		if op.op == opCreate {
+			op.e.queued = false
+		}
+	}
+}
+
+// takeIno hands out a reserved inode number for a queued create; ok is
+// false when none is left (the create then commits at once, and its
+// transaction reserves more). Caller holds m.nsMu exclusively.
+func (m *Mount) takeIno() (ino uint64, ok bool) {
+	m.q.mu.Lock()
+	defer m.q.mu.Unlock()
+	if m.q.inos.next >= m.q.inos.end {
+		return 0, false
+	}
+	ino = m.q.inos.next
+	m.q.inos.next++
+	return ino, true
 }
 
 // resync drops every cache in the background: the caller holds locks that

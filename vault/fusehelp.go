@@ -1,10 +1,63 @@
 package vault
 
-// Read helpers for the FUSE mount (package mount), which mirrors the tree
-// in memory and learns about the entries it creates from the transaction
-// that creates them rather than from a second path walk.
+import (
+	"fmt"
+	"time"
+)
+
+// Helpers for the FUSE mount (package mount), which mirrors the tree in
+// memory, learns about the entries it creates from the transaction that
+// creates them rather than from a second path walk, and may answer a
+// create before committing it.
 
 // NextIno is the inode number that the next entry created in this
 // transaction gets: Mkdir (without parents), Symlink and a WriteFile that
 // creates a file each take exactly one number, in order.
 func (t *Tx) NextIno() uint64 { return uint64(t.v.nextIno) }
+
+// ReserveInos takes n inode numbers out of the vault's sequence without
+// creating anything, and returns the first of them: no later create gets
+// any of first … first+n-1 unless it asks for it with CreateWithIno. The
+// mount reserves numbers so that it can answer a create at once and
+// commit it later. Numbers reserved and never used are simply skipped.
+func (t *Tx) ReserveInos(n int) uint64 {
+	first := t.v.nextIno
+	t.v.nextIno += int64(max(n, 0))
+	return uint64(first)
+}
+
+// CreateWithIno runs create, which must create exactly one entry (a
+// WriteFile that creates a file, Mkdir without parents, or Symlink), and
+// gives that entry inode number ino, which must come from ReserveInos and
+// not have been used. It fails with ErrInvalidArgument when ino was never
+// handed out (creating nothing) or create did not create exactly one
+// entry; either error, like create's own, must fail the transaction.
+func (t *Tx) CreateWithIno(ino uint64, create func() error) error {
+	next := t.v.nextIno
+	if ino < 2 || ino >= uint64(next) {
+		return fmt.Errorf("create with inode %d: %w", ino, ErrInvalidArgument)
+	}
+	t.v.nextIno = int64(ino)
+	err := create()
+	took := t.v.nextIno - int64(ino)
+	t.v.nextIno = next
+	if err != nil {
+		return err
+	}
+	if took != 1 {
+		return fmt.Errorf("create with inode %d: %d entries created: %w", ino, took, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// AtTime runs fn as if the transaction had started at at: what fn
+// creates or changes gets at as its modification and change time. The
+// mount answers some changes before it commits them, and gives the
+// kernel the time it answered; with AtTime the vault records that same
+// time.
+func (t *Tx) AtTime(at time.Time, fn func() error) error {
+	saved := t.now
+	t.now = at.UnixNano()
+	defer func() { t.now = saved }()
+	return fn()
+}
