@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -69,26 +68,8 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	if a.Placement == "" {
 		a.Placement = messages.PlacementSpread
 	}
-	call := func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error {
-		req := messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: id, Actor: a.Actor}
-		if args != nil {
-			b, err := json.Marshal(args)
-			if err != nil {
-				return err
-			}
-			req.Args = b
-		}
-		rep, err := d.Do(ctx, req)
-		if err != nil {
-			return err
-		}
-		if rep.Error != nil {
-			return rep.Error
-		}
-		if out != nil {
-			return json.Unmarshal(rep.Result, out)
-		}
-		return nil
+	send := func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error {
+		return call(ctx, d, messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: id, Actor: a.Actor}, args, out)
 	}
 	// One span for the attempt set: each fork is a send under it, and
 	// each attempt's exec links to the fork it runs in.
@@ -114,7 +95,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			fid := NewRequestID()
 			var err error
 			for try := 0; try < 3; try++ {
-				if err = call(telemetry.RecordSpan(ctx, &fork), fid, messages.OpVaultFork, a.From, args, &fr); !isUnavailable(err) {
+				if err = send(telemetry.RecordSpan(ctx, &fork), fid, messages.OpVaultFork, a.From, args, &fr); !isUnavailable(err) {
 					break
 				}
 				time.Sleep(time.Duration(try+1) * 500 * time.Millisecond)
@@ -126,7 +107,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			at.Fork = &fr
 			var env messages.Envelope
 			ectx := telemetry.WithLinks(ctx, trace.Link{SpanContext: fork, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "fork")}})
-			if err := call(ectx, NewRequestID(), messages.OpExec, at.Vault, x, &env); err != nil {
+			if err := send(ectx, NewRequestID(), messages.OpExec, at.Vault, x, &env); err != nil {
 				at.Error = asError(err)
 				return
 			}
@@ -156,7 +137,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			res.Kept = append(res.Kept, at.Vault)
 			continue
 		}
-		if err := call(ctx, NewRequestID(), messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
+		if err := send(ctx, NewRequestID(), messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
 			errs = append(errs, fmt.Errorf("delete attempt %s: %w", at.Vault, err))
 		}
 	}

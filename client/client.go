@@ -165,7 +165,12 @@ func (c *Client) Close() error {
 // Call sends op with args and decodes the result into out; a failed
 // request returns its *messages.Error.
 func (c *Client) Call(ctx context.Context, ns, vault string, op messages.Op, args, out any) error {
-	req := messages.Request{Op: op, Namespace: ns, Vault: vault}
+	return call(ctx, c, messages.Request{Op: op, Namespace: ns, Vault: vault}, args, out)
+}
+
+// call sends req, with args as its arguments, through d and decodes the
+// result into out; a failed request returns its *messages.Error.
+func call(ctx context.Context, d Doer, req messages.Request, args, out any) error {
 	if args != nil {
 		b, err := json.Marshal(args)
 		if err != nil {
@@ -173,7 +178,7 @@ func (c *Client) Call(ctx context.Context, ns, vault string, op messages.Op, arg
 		}
 		req.Args = b
 	}
-	rep, err := c.Do(ctx, req)
+	rep, err := d.Do(ctx, req)
 	if err != nil {
 		return err
 	}
