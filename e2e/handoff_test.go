@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -238,5 +239,42 @@ func TestPausedWorkerComesBack(t *testing.T) {
 	must(call("pv", messages.OpVaultInfo, nil, &info))
 	if info.Vault.Worker != "p1" {
 		t.Fatalf("after p2 died the vault is served by %q, want p1", info.Vault.Worker)
+	}
+}
+
+// TestChangeThatOutlivesItsOwnershipIsNotAcknowledged moves a vault to
+// another worker (as a dispatcher does when the owner's heartbeat lapses)
+// while a command runs in it: the command's success is not reported, since
+// its effects stay in a store the new owner never reads; the caller is
+// told to retry.
+func TestChangeThatOutlivesItsOwnershipIsNotAcknowledged(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	f.addWorker("w2")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "mv", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(f.conn())
+	kv, err := js.KeyValue(ctx, messages.BucketOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, "default", "mv", messages.ExecArgs{Shell: "sleep 2; echo x > f"})
+		done <- err
+	}()
+	time.Sleep(700 * time.Millisecond)
+	old, rev := ownerRecord(t, kv, "default", "mv")
+	next := map[string]string{"w1": "w2", "w2": "w1"}[old.Worker]
+	b, _ := json.Marshal(messages.Owner{Worker: next, Epoch: old.Epoch + 1})
+	if _, err := kv.Update(ctx, "default.mv", b, rev); err != nil {
+		t.Fatal(err)
+	}
+	var e *messages.Error
+	if err := <-done; !errors.As(err, &e) || e.Code != messages.CodeUnavailable {
+		t.Fatalf("exec that outlived its worker's ownership: %v, want UNAVAILABLE", err)
 	}
 }

@@ -479,6 +479,7 @@ func (s *Server) process(msg delivery) {
 		rep = s.handle(handler.WithAttempt(ctx, attempt), req)
 		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
+		rep = s.movedWhileRunning(req, rep, owner)
 	}
 	close(done)
 	if rep.Error != nil {
@@ -488,6 +489,22 @@ func (s *Server) process(msg delivery) {
 	if err := msg.Ack(); err != nil {
 		s.log.WarnContext(ctx, "ack", "request", req.RequestID, "err", err)
 	}
+}
+
+// movedWhileRunning turns the success of a change into UNAVAILABLE when
+// the vault's ownership moved while it ran (this worker was taken for
+// dead: paused, cut off): the change stays in this store only, which the
+// new owner never reads, so reporting it done would be a lie. The caller
+// retries with the same request id and the new owner does it.
+func (s *Server) movedWhileRunning(req messages.Request, rep messages.Reply, owner messages.Owner) messages.Reply {
+	if rep.Error != nil || req.Vault == "" || owner.Worker != s.id || !req.Op.Mutating() {
+		return rep
+	}
+	if o, ok := s.owned.Cached(req.Namespace, req.Vault); ok && o.Epoch != owner.Epoch {
+		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
+			"vault %q moved to worker %s while this request ran on %s; its effects were not kept: retry", req.Vault, o.Worker, s.id)}
+	}
+	return rep
 }
 
 // linkAttempt links a redelivered or rescued request's process span to
