@@ -42,10 +42,9 @@
 //     least recently used out) stays in memory after a read or a commit:
 //     files written through the mount are read back without a query (the
 //     kernel keeps no page that was only partly written).
-//   - ACCESS (default_permissions), xattr requests (the vault has no
-//     extended attributes), OPENDIR and RELEASEDIR (answered ENOSYS once,
-//     see noOpendir) are not sent at all; read-only descriptors ask for no
-//     FLUSH.
+//   - ACCESS (default_permissions) and xattr requests (the vault has no
+//     extended attributes) are not sent at all; read-only descriptors ask
+//     for no FLUSH.
 //
 // # Invariants
 //

@@ -117,11 +117,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 var _ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 
-// OpendirHandle snapshots the listing, sorted by name. The kernel never
-// sends OPENDIR (noOpendir): each READDIR gets a handle of its own. The
-// kernel caches the listing (FOPEN_CACHE_DIR, its default without
-// OPENDIR): changes made through the mount invalidate that cache by
-// themselves, and Invalidate does for the rest.
+// OpendirHandle snapshots the listing, sorted by name. The kernel may
+// cache it (FOPEN_CACHE_DIR): changes made through the mount invalidate
+// that cache by themselves, and Invalidate does for the rest.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	de, errno := d.self()
 	if errno != 0 {
