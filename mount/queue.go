@@ -194,6 +194,23 @@ type freshError struct{ err error }
 func (e *freshError) Error() string { return "create with content: " + e.err.Error() }
 func (e *freshError) Unwrap() error { return e.err }
 
+// timesSetAfterCreate reports whether ops set the mtime of e's file after
+// queuing its create.
+func timesSetAfterCreate(ops []change, e *entry) bool {
+	path := ""
+	for _, op := range ops {
+		switch {
+		case op.op == opCreate && op.e == e:
+			path = op.from
+		case path != "" && op.op == opRename && op.from == path:
+			path = op.to
+		case path != "" && op.op == opSetattr && op.from == path && op.mtime != nil:
+			return true
+		}
+	}
+	return false
+}
+
 // updateFresh is update, with f's create made with its content if it is
 // among the queued changes. fn learns the time of that create, or zero if
 // it did not happen that way (fn then writes the content itself).
@@ -205,6 +222,11 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	m.q.ops = nil
 	low := m.q.inos.end-m.q.inos.next < inoLow
 	m.q.mu.Unlock()
+	if f.e != nil && timesSetAfterCreate(ops, f.e) {
+		// The content would be committed before the times set after the
+		// create, and replace the mtime the write gave the file.
+		f = fresh{}
+	}
 	var reserved inoPool
 	fnFailed := false
 	var err error
