@@ -144,10 +144,16 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 	m.q.mu.Unlock()
 	if n == 0 {
 		// Nothing queued, but the timer's commit may hold changes
-		// the mount has already answered: wait for it.
+		// the mount has already answered: wait for it. If it failed,
+		// it put them back: commit them here, and report the error.
 		m.q.tx.Lock()
 		m.q.tx.Unlock()
-		return nil
+		m.q.mu.Lock()
+		n = len(m.q.ops)
+		m.q.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
 	}
 	return m.update(ctx, func(*vault.Tx) error { return nil })
 }
