@@ -42,9 +42,14 @@
 //     least recently used out) stays in memory after a read or a commit:
 //     files written through the mount are read back without a query (the
 //     kernel keeps no page that was only partly written).
-//   - ACCESS (default_permissions) and xattr requests (the vault has no
-//     extended attributes) are not sent at all; read-only descriptors ask
-//     for no FLUSH.
+//   - ACCESS (default_permissions), xattr requests (the vault has no
+//     extended attributes), OPENDIR and RELEASEDIR (answered ENOSYS once,
+//     see noOpendir; Linux 5.1 or later) are not sent at all; read-only
+//     descriptors ask for no FLUSH. Without OPENDIR each READDIR is served
+//     from a fresh listing, so a listing's offsets are inode numbers, not
+//     positions (dirStream): a program that removes or adds entries while
+//     it reads a directory (git clean, remove_dir_all) resumes where it
+//     was.
 //
 // # Invariants
 //

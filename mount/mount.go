@@ -219,11 +219,15 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		opts.DirectMountFlags = syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV
 	}
 	syscall.ForkLock.RLock()
-	server, err := fs.Mount(dir, m.rootNode, opts)
+	server, err := fuse.NewServer(noOpendir{fs.NewNodeFS(m.rootNode, opts)}, dir, &opts.MountOptions)
 	if err == nil {
 		closeFuseFDsOnExec()
 	}
 	syscall.ForkLock.RUnlock()
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount()
+	}
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)

@@ -925,3 +925,54 @@ func TestCreateThenQuotaAtClose(t *testing.T) {
 		t.Fatalf("mount /big after refused content: got %d bytes, want none", len(got))
 	}
 }
+
+// Directories are read without OPENDIR: a listing too long for one
+// READDIRPLUS reply is read in parts, each through a handle of its own
+// that starts at the kernel's offset, and changes still show.
+func TestLongListingWithoutOpendir(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := filepath.Join(m.Dir(), "long")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for i := range 600 {
+		name := fmt.Sprintf("entry-with-a-rather-long-name-to-fill-the-buffer-%04d", i)
+		writeFile(t, filepath.Join(dir, name), "x")
+		want[name] = true
+	}
+	list := func() map[string]bool {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, e := range ents {
+			if got[e.Name()] {
+				t.Fatalf("listing has %s twice", e.Name())
+			}
+			got[e.Name()] = true
+		}
+		return got
+	}
+	for round := range 2 {
+		got := list()
+		if len(got) != len(want) {
+			t.Fatalf("round %d: listing has %d entries, want %d", round, len(got), len(want))
+		}
+		for name := range want {
+			if !got[name] {
+				t.Fatalf("round %d: listing lacks %s", round, name)
+			}
+		}
+		for i := round; i < 600; i += 3 {
+			name := fmt.Sprintf("entry-with-a-rather-long-name-to-fill-the-buffer-%04d", i)
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, name)
+		}
+	}
+}

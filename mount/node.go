@@ -117,9 +117,16 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 var _ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 
-// OpendirHandle snapshots the listing, sorted by name. The kernel may
-// cache it (FOPEN_CACHE_DIR): changes made through the mount invalidate
-// that cache by themselves, and Invalidate does for the rest.
+// OpendirHandle snapshots the listing. The kernel never sends OPENDIR
+// (noOpendir): each READDIR gets a handle of its own, which must resume
+// where the previous one stopped even if entries were removed or added
+// in between. So the listing is ordered by inode number and an entry's
+// offset is its inode number (plus 2, after "." and ".."): removing an
+// entry moves no other, and new entries (new numbers are higher) come
+// after the ones already read. The kernel caches the listing
+// (FOPEN_CACHE_DIR, its default without OPENDIR): changes made through
+// the mount invalidate that cache by themselves, and Invalidate does for
+// the rest.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	de, errno := d.self()
 	if errno != 0 {
@@ -140,14 +147,43 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 	}
 	list := make([]fuse.DirEntry, 0, len(de.children)+2)
 	list = append(list,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: de.ino},
-		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent})
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: de.ino, Off: 1},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent, Off: 2})
 	for name, c := range de.children {
-		list = append(list, fuse.DirEntry{Name: name, Mode: typeBits(c.kind), Ino: c.ino})
+		list = append(list, fuse.DirEntry{Name: name, Mode: typeBits(c.kind), Ino: c.ino, Off: c.ino + 2})
 	}
 	m.mu.Unlock()
-	sort.Slice(list[2:], func(i, j int) bool { return list[2+i].Name < list[2+j].Name })
-	return fs.NewListDirStream(list), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	sort.Slice(list[2:], func(i, j int) bool { return list[2+i].Off < list[2+j].Off })
+	return &dirStream{list: list}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dirStream serves a listing snapshot whose offsets (DirEntry.Off, in
+// increasing order) do not depend on the snapshot: Seekdir resumes after
+// the given offset whatever entries came or went.
+type dirStream struct {
+	list []fuse.DirEntry
+	pos  int
+}
+
+var (
+	_ = (fs.FileReaddirenter)((*dirStream)(nil))
+	_ = (fs.FileSeekdirer)((*dirStream)(nil))
+)
+
+// Readdirent returns the next entry, or nil at the end.
+func (s *dirStream) Readdirent(context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if s.pos >= len(s.list) {
+		return nil, 0
+	}
+	de := s.list[s.pos]
+	s.pos++
+	return &de, 0
+}
+
+// Seekdir moves to the first entry after offset off.
+func (s *dirStream) Seekdir(_ context.Context, off uint64) syscall.Errno {
+	s.pos = sort.Search(len(s.list), func(i int) bool { return s.list[i].Off > off })
+	return 0
 }
 
 var _ = (fs.NodeFsyncer)((*dirNode)(nil))

@@ -85,3 +85,61 @@ func TestTimesSetBeforeTheFirstWriteKeepTheWrite(t *testing.T) {
 		}
 	}
 }
+
+// Creating entries while reading a large directory: every name is listed
+// at most once, and every entry that was there before is listed.
+func TestReadDirWhileCreating(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := filepath.Join(m.Dir(), "d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("old-%04d", i)), "x")
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]int{}
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatalf("still reading after 1000 rounds: %d names seen, %d of them more than once", len(seen), dups(seen))
+		}
+		names, err := f.Readdirnames(7)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("readdir: %v", err)
+		}
+		for _, n := range names {
+			seen[n]++
+		}
+		if i < 40 { // (a reader at the end would meet each new one, forever)
+			writeFile(t, filepath.Join(dir, fmt.Sprintf("new-%04d", i)), "y")
+		}
+	}
+	for n, c := range seen {
+		if c > 1 {
+			t.Errorf("%s listed %d times", n, c)
+		}
+	}
+	for i := range 300 {
+		if n := fmt.Sprintf("old-%04d", i); seen[n] != 1 {
+			t.Errorf("%s listed %d times, want once", n, seen[n])
+		}
+	}
+}
+
+func dups(seen map[string]int) int {
+	n := 0
+	for _, c := range seen {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
