@@ -13,18 +13,25 @@ import (
 	"github.com/avfs/avfs/vault"
 )
 
-// The git clean / remove_dir_all pattern: reading a large directory and
-// removing its entries in one open of it.
-func TestReadDirWhileUnlinking(t *testing.T) {
-	v := testVault(t, vault.Quota{})
-	m := mountVault(t, v, Options{})
+// bigDir mounts a new vault and makes a directory of 300 files in it,
+// old-0000 to old-0299, more than one READDIR returns.
+func bigDir(t *testing.T) string {
+	t.Helper()
+	m := mountVault(t, testVault(t, vault.Quota{}), Options{})
 	dir := filepath.Join(m.Dir(), "d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 300 {
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("file-%04d", i)), "x")
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("old-%04d", i)), "x")
 	}
+	return dir
+}
+
+// The git clean / remove_dir_all pattern: reading a large directory and
+// removing its entries in one open of it.
+func TestReadDirWhileUnlinking(t *testing.T) {
+	dir := bigDir(t)
 	f, err := os.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -89,15 +96,7 @@ func TestTimesSetBeforeTheFirstWriteKeepTheWrite(t *testing.T) {
 // Creating entries while reading a large directory: every name is listed
 // at most once, and every entry that was there before is listed.
 func TestReadDirWhileCreating(t *testing.T) {
-	v := testVault(t, vault.Quota{})
-	m := mountVault(t, v, Options{})
-	dir := filepath.Join(m.Dir(), "d")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 300 {
-		writeFile(t, filepath.Join(dir, fmt.Sprintf("old-%04d", i)), "x")
-	}
+	dir := bigDir(t)
 	f, err := os.Open(dir)
 	if err != nil {
 		t.Fatal(err)
