@@ -299,15 +299,15 @@ func TestForkOnAnotherWorkerIsTraced(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushes := waitForSpans(t, exp, func(s tracetest.SpanStub) bool {
-		return s.Name == "handoff.push" && hasAttr(s, "avfs.vault", away) && hasAttr(s, "avfs.seed", "true")
+		return s.Name == "handoff.push" && attr(s, "avfs.vault") == away && attr(s, "avfs.seed") == "true"
 	}, []string{"handoff.push"})
 	pulls := waitForSpans(t, exp, func(s tracetest.SpanStub) bool {
-		return s.Name == "handoff.pull" && hasAttr(s, "avfs.vault", away)
+		return s.Name == "handoff.pull" && attr(s, "avfs.vault") == away
 	}, []string{"handoff.pull"})
 	parentName := func(s tracetest.SpanStub) string {
 		for _, p := range exp.GetSpans() {
 			if p.SpanContext.SpanID() == s.Parent.SpanID() {
-				return p.Name + "@" + attrOf(p, "avfs.op")
+				return p.Name + "@" + attr(p, "avfs.op")
 			}
 		}
 		return "?"
@@ -322,14 +322,3 @@ func TestForkOnAnotherWorkerIsTraced(t *testing.T) {
 		t.Errorf("the pull is in trace %s, the fork's push in %s: want one trace", pulls[0].SpanContext.TraceID(), pushes[0].SpanContext.TraceID())
 	}
 }
-
-func attrOf(s tracetest.SpanStub, key string) string {
-	for _, a := range s.Attributes {
-		if string(a.Key) == key {
-			return a.Value.Emit()
-		}
-	}
-	return ""
-}
-
-func hasAttr(s tracetest.SpanStub, key, value string) bool { return attrOf(s, key) == value }

@@ -191,10 +191,11 @@ func TestAttemptExecLinksToItsFork(t *testing.T) {
 	}
 }
 
+// attr is span s's attribute key as text ("" when absent).
 func attr(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

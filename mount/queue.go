@@ -147,10 +147,10 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 		// the mount has already answered: wait for it. If it failed,
 		// it put them back: commit them here, and report the error.
 		m.q.tx.Lock()
-		m.q.tx.Unlock()
 		m.q.mu.Lock()
 		n = len(m.q.ops)
 		m.q.mu.Unlock()
+		m.q.tx.Unlock()
 		if n == 0 {
 			return nil
 		}

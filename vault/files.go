@@ -479,7 +479,9 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err != nil {
 		return err
 	}
-	dcomps, dparent, victim, err := t.entryOf(op, dst)
+	// (The destination's parent chain is walked again after the unlink,
+	// which may have changed it.)
+	dcomps, _, victim, err := t.entryOf(op, dst)
 	if err != nil {
 		return err
 	}
@@ -526,7 +528,7 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err := t.touchDir(sparent[len(sparent)-1]); err != nil {
 		return err
 	}
-	dparent, err = t.walk(op, dst, dcomps[:len(dcomps)-1])
+	dparent, err := t.walk(op, dst, dcomps[:len(dcomps)-1])
 	if err != nil {
 		return err
 	}
@@ -674,23 +676,4 @@ func (v *Vault) Update(ctx context.Context, meta Meta, fn func(tx *Tx) error) er
 func (v *Vault) View(ctx context.Context, fn func(tx *Tx) error) error {
 	_, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (struct{}, error) { return struct{}{}, fn(t) })
 	return err
-}
-
-func prefixed(prefix, cols string) string {
-	out := ""
-	start := 0
-	for i := 0; i <= len(cols); i++ {
-		if i == len(cols) || cols[i] == ',' {
-			f := cols[start:i]
-			for len(f) > 0 && f[0] == ' ' {
-				f = f[1:]
-			}
-			if out != "" {
-				out += ", "
-			}
-			out += prefix + f
-			start = i + 1
-		}
-	}
-	return out
 }
