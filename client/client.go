@@ -133,13 +133,14 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 	if dl, ok := ctx.Deadline(); ok {
 		msg.Header.Set(messages.HeaderDeadline, dl.UTC().Format(time.RFC3339Nano))
 	}
-	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID))
+	msgID := messages.IntakeMsgID(req.Namespace, req.Vault, req.RequestID)
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err == nil && ack.Duplicate {
 		// The intake already holds (or held) this request id and will not
 		// take it again, so this caller would wait forever. Send it under
 		// a fresh message id: the worker's request log still answers it
 		// with the first result instead of applying it twice.
-		_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID+"."+NewRequestID()))
+		_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID+"."+NewRequestID()))
 	}
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)

@@ -150,14 +150,7 @@ CREATE TABLE IF NOT EXISTS remote_chunks(
 	hash BLOB NOT NULL,
 	PRIMARY KEY(remote, hash)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS requests(
-	request_id TEXT PRIMARY KEY,
-	namespace TEXT NOT NULL,
-	vault TEXT NOT NULL,
-	op TEXT NOT NULL,
-	result BLOB NOT NULL,
-	created_at INTEGER NOT NULL
-);
+CREATE TABLE IF NOT EXISTS ` + requestsTable + `;
 `
 
 // Open opens (creating if needed) the store database at path.
@@ -217,7 +210,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	return nil
+	return migrateRequests(ctx, db)
 }
 
 // Close closes the prepared statements and the database.

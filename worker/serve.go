@@ -519,7 +519,7 @@ func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg delivery,
 	if s.attempts == nil || rid == "" || !span.IsRecording() {
 		return
 	}
-	key := attemptKey(rid)
+	key := attemptKey(vaultKey(msg.Subject()) + "." + rid) // scoped like the request log
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	// A rescued request starts over at delivery 1 on its new worker; the
