@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -127,5 +129,33 @@ func TestOldRequestLogIsMigrated(t *testing.T) {
 	// And the migrated log is scoped: the id is free in another vault.
 	if _, err := s.Create(ctx, "ns", "w", Quota{}, Meta{RequestID: "old-1"}); err != nil {
 		t.Fatalf("old id in another vault: %v", err)
+	}
+}
+
+func TestStoreFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	dir := filepath.Join(t.TempDir(), "home")
+	s, err := Open(context.Background(), filepath.Join(dir, "store.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Create(context.Background(), "ns", "v", Quota{}, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]os.FileMode{dir: 0o700, "store.db": 0o600, "store.db-wal": 0o600, "store.db-shm": 0o600}
+	for name, m := range want {
+		p := name
+		if name != dir {
+			p = filepath.Join(dir, name)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != m {
+			t.Errorf("%s: mode %04o, want %04o", name, st.Mode().Perm(), m)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,6 +101,31 @@ func newWorkerID() string {
 	return sanitizeToken(h) + "-" + hex.EncodeToString(b[:])
 }
 
+// homeWorkerID is the worker id kept in $AVFS_HOME/worker-id, made on
+// first use: a `serve` or `worker` restarted on the same home without
+// --id is the same worker, which still owns its vaults and its consumer,
+// so it serves them at once instead of waiting for a stranger's
+// heartbeat to expire.
+func homeWorkerID(home string) (string, error) {
+	path := filepath.Join(home, "worker-id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" || sanitizeToken(id) != id {
+			return "", messages.Errorf(messages.CodeInvalidArgument, "%s holds %q, not a worker id: fix or remove it", path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	id := newWorkerID()
+	if err := config.WriteFile(path, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("keep worker id: %w", err)
+	}
+	return id, nil
+}
+
 // sanitizeToken keeps a string usable as one NATS subject token.
 func sanitizeToken(s string) string {
 	out := []byte(s)
@@ -144,7 +170,10 @@ func (a *app) serveCmd() *cobra.Command {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
 			}
 			if id == "" {
-				id = newWorkerID()
+				var err error
+				if id, err = homeWorkerID(a.cfg.Home); err != nil {
+					return err
+				}
 			}
 			hs, stopMetrics, err := a.startMetrics(httpAddr)
 			if err != nil {
@@ -158,7 +187,7 @@ func (a *app) serveCmd() *cobra.Command {
 			defer f.stop()
 			info := serveInfo{URL: f.ns.ClientURL(), PID: os.Getpid(), Worker: id}
 			b, _ := json.Marshal(info)
-			if err := os.WriteFile(servePath(a.cfg.Home), b, 0o644); err != nil {
+			if err := config.WriteFile(servePath(a.cfg.Home), b); err != nil {
 				return err
 			}
 			defer os.Remove(servePath(a.cfg.Home))
@@ -181,7 +210,7 @@ func (a *app) serveCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&listen, "listen", "", "host:port for NATS clients (default: a random loopback port)")
 	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz (port 0: any; printed as \"http\")")
-	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: the one kept in $AVFS_HOME/worker-id, made from the hostname and a random suffix on first start)")
 	return c
 }
 
@@ -196,7 +225,11 @@ type fleet struct {
 // startFleet runs the embedded fleet of `avfs serve`: NATS with JetStream
 // under the home, a dispatcher and a worker serving the home's store.
 func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error) {
-	ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: filepath.Join(a.cfg.Home, "nats")})
+	storeDir := filepath.Join(a.cfg.Home, "nats")
+	if err := config.EnsureDir(storeDir); err != nil {
+		return nil, err
+	}
+	ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: storeDir})
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +317,9 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer nc.Close()
 			if id == "" {
-				id = newWorkerID()
+				if id, err = homeWorkerID(a.cfg.Home); err != nil {
+					return err
+				}
 			}
 			hs, stopMetrics, err := a.startMetrics(httpAddr)
 			if err != nil {
@@ -298,7 +333,7 @@ func (a *app) workerCmd() *cobra.Command {
 			return a.runWorker(cmd.Context(), nc, id)
 		},
 	}
-	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: the one kept in $AVFS_HOME/worker-id, made from the hostname and a random suffix on first start)")
 	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz")
 	return c
 }

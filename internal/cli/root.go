@@ -152,6 +152,9 @@ func (a *app) rootCmd() *cobra.Command {
 				return err
 			}
 			a.cfg, a.viper = cfg, v
+			if w := config.HomeExposed(cfg.Home); w != "" {
+				fmt.Fprintln(a.stderr, "avfs: warning:", w)
+			}
 			t := cfg.Telemetry
 			a.tracer, a.shutdown, err = telemetry.Setup(cmd.Context(), telemetry.Config{
 				Exporter: t.Exporter, Endpoint: t.Endpoint, Headers: t.Headers, Insecure: t.Insecure,
@@ -274,10 +277,7 @@ func (a *app) setCurrentVault(name string) error {
 	}
 	m[a.cfg.Namespace] = name
 	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.MkdirAll(a.cfg.Home, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(a.usePath(), b, 0o644)
+	return config.WriteFile(a.usePath(), b)
 }
 
 // emit prints a result: compact JSON in JSON mode, else for a person.
