@@ -173,6 +173,9 @@ func (c *Client) Call(ctx context.Context, ns, vault string, op messages.Op, arg
 // result into out; a failed request returns its *messages.Error.
 func call(ctx context.Context, d Doer, req messages.Request, args, out any) error {
 	if args != nil {
+		if s, bad := messages.InvalidString(args); bad {
+			return messages.ErrNotUTF8(s)
+		}
 		b, err := json.Marshal(args)
 		if err != nil {
 			return err

@@ -128,10 +128,14 @@ func (h *Handler) Meter() metric.MeterProvider { return h.meter }
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
 
-// bind decodes a request's args strictly into A before calling fn.
+// bind decodes a request's args strictly into A before calling fn,
+// refusing text that decoding would change (messages.ValidJSONText).
 func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) func(context.Context, messages.Request) (any, error) {
 	return func(ctx context.Context, req messages.Request) (any, error) {
 		var args A
+		if !messages.ValidJSONText(req.Args) {
+			return nil, messages.Errorf(messages.CodeInvalidPath, "%s: args hold text that is not valid UTF-8 (or an unpaired surrogate escape): avfs refuses such names rather than fold two into one", req.Op)
+		}
 		if len(bytes.TrimSpace(req.Args)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
 			dec := json.NewDecoder(bytes.NewReader(req.Args))
 			dec.DisallowUnknownFields()
@@ -643,10 +647,7 @@ func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages
 	if err != nil {
 		return nil, err
 	}
-	val := a.Value
-	if val != nil && *val < 0 {
-		val = nil
-	}
+	val := a.Value // checked, with the others, by Quota.Validate
 	switch a.Key {
 	case "max_size_mb":
 		q.MaxSizeMB = val

@@ -274,6 +274,13 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 		if err := c.QueryRowContext(ctx, `SELECT id FROM im.vaults`).Scan(&oldID); err != nil {
 			return fmt.Errorf("%s holds no vault: %w", file, ErrInvalidArgument)
 		}
+		var ms, mf, mfs sql.NullInt64
+		if err := c.QueryRowContext(ctx, `SELECT max_size_mb, max_files, max_file_size_mb FROM im.vaults`).Scan(&ms, &mf, &mfs); err != nil {
+			return err
+		}
+		if err := (Quota{MaxSizeMB: nullToPtr(ms), MaxFiles: nullToPtr(mf), MaxFileSizeMB: nullToPtr(mfs)}).Validate(); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
 		var off int64
 		if err := c.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM nodes`).Scan(&off); err != nil {
 			return err

@@ -45,3 +45,56 @@ func TestHomeIsPrivate(t *testing.T) {
 		t.Fatalf("readable home: exit %d, stderr %q, want a warning", code, errs)
 	}
 }
+
+// TestNonUTF8NamesAreRefused: names that are not UTF-8 would reach the
+// vault as U+FFFD and fold into one; they are refused before anything is
+// written, from argv and from a host tree.
+func TestNonUTF8NamesAreRefused(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "v", "--json")
+	e.ok("vault", "use", "v", "--json")
+	e.fails(1, "INVALID_PATH", "write", "/u\xff", "one", "--json")
+	e.fails(1, "INVALID_PATH", "write", "/u\xfe", "two", "--json")
+	e.fails(1, "INVALID_PATH", "mkdir", "/d\xff", "--json")
+	e.ok("write", "/u\uFFFD", "a real U+FFFD is a name like any", "--json")
+
+	host := t.TempDir()
+	for name, content := range map[string]string{"ok.txt": "fine", "u\xff": "one", "u\xfe": "two"} {
+		if err := os.WriteFile(filepath.Join(host, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	details := e.fails(1, "INVALID_PATH", "import", host, "/in", "--json")
+	if paths, _ := details["paths"].([]any); len(paths) != 2 {
+		t.Fatalf("import refusal names %v, want the 2 bad paths", details)
+	}
+	ls := e.ok("ls", "/", "--json")
+	entries, _ := ls["entries"].([]any)
+	if len(entries) != 1 {
+		t.Fatalf("vault holds %v, want only the U+FFFD file", ls)
+	}
+}
+
+// TestQuotaEntriesAgree: the CLI's quota set and vault create refuse the
+// same values, with the largest accepted one in the message.
+func TestQuotaEntriesAgree(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "v", "--json")
+	e.ok("vault", "use", "v", "--json")
+	for _, val := range []string{"-1", "8796093022208", "1099511627777"} {
+		out, _, code := e.run("", "quota", "set", "max_size_mb", "--json", "--", val)
+		if code != 1 || !strings.Contains(out, `"INVALID_ARGUMENT"`) || !strings.Contains(out, "1099511627776") {
+			t.Errorf("quota set max_size_mb %s: exit %d %s", val, code, out)
+		}
+		out, _, code = e.run("", "vault", "create", "w", "--max-size-mb="+val, "--json")
+		if code != 1 || !strings.Contains(out, `"INVALID_ARGUMENT"`) || !strings.Contains(out, "1099511627776") {
+			t.Errorf("vault create --max-size-mb %s: exit %d %s", val, code, out)
+		}
+	}
+	q := e.ok("quota", "--json")["quota"].(map[string]any)
+	if q["max_size_mb"] != nil {
+		t.Fatalf("refused values changed the quota: %v", q)
+	}
+	e.ok("quota", "set", "max_size_mb", "1099511627776", "--json")
+	e.ok("write", "/f", "fits", "--json")
+}

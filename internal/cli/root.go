@@ -222,6 +222,9 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	}
 	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
 	if args != nil {
+		if s, bad := messages.InvalidString(args); bad {
+			return nil, &requestError{messages.ErrNotUTF8(s)}
+		}
 		b, err := json.Marshal(args)
 		if err != nil {
 			return nil, err
