@@ -43,6 +43,12 @@ type NATS struct {
 	Password string `mapstructure:"password"`
 	Token    string `mapstructure:"token"`
 	NKey     string `mapstructure:"nkey"`
+	// InboxPrefix is where replies come back to this process ("" is
+	// NATS's _INBOX). An agent confined to a namespace sets it to the
+	// prefix its permissions let it subscribe to, _INBOX.<namespace> in
+	// docs/nats-permissions.example.conf. It must start with _INBOX:
+	// fleet processes reply to nothing else.
+	InboxPrefix string `mapstructure:"inbox_prefix"`
 	// Replicas of the fleet's streams and buckets: 1 on one server, 3 on
 	// a cluster. Every worker and dispatcher applies it, so set it alike.
 	Replicas int `mapstructure:"replicas"`
@@ -100,6 +106,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("store.synchronous", "NORMAL")
 	v.SetDefault("nats.url", "")
 	v.SetDefault("nats.replicas", 1)
+	v.SetDefault("nats.inbox_prefix", "")
 	for _, k := range []string{"creds", "user", "password", "token", "nkey", "tls.cert", "tls.key", "tls.ca"} {
 		v.SetDefault("nats."+k, "")
 	}

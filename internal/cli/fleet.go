@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
 	"github.com/avfs/avfs/handler"
@@ -74,6 +75,12 @@ func connectNATS(c *config.Config, url, name string) (*nats.Conn, error) {
 		opts = append(opts, nats.Token(n.Token))
 	case n.User != "":
 		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	}
+	if n.InboxPrefix != "" {
+		if err := client.ValidInboxPrefix(n.InboxPrefix); err != nil {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "nats.inbox_prefix: %v", err)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(n.InboxPrefix))
 	}
 	if n.TLS.CA != "" {
 		opts = append(opts, nats.RootCAs(n.TLS.CA))
