@@ -177,6 +177,11 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 	if e := denied(ctx); e != nil {
 		return messages.Reply{RequestID: req.RequestID, Error: e}, nil
 	}
+	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+		// No retry can help: the fleet caps requests (nats.max_request_bytes).
+		return messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeInvalidArgument,
+			"%s request of %d bytes is larger than the fleet accepts: %v", req.Op, len(body), err)}, nil
+	}
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)
 	}

@@ -436,7 +436,11 @@ func (s *Server) process(msg delivery) {
 	req, perr := parseWork(msg.Subject(), msg.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
 		attribute.String("avfs.vault", req.Vault), attribute.String("avfs.request_id", req.RequestID))
+	if perr == nil {
+		perr = messages.CheckRouting(req.Namespace, req.Vault, req.Op, msg.Data())
+	}
 	if perr != nil {
+		// It can never succeed: answered now, never redelivered.
 		span.SetStatus(codes.Error, string(perr.Code))
 		s.reply(replyTo, messages.Request{}, messages.Reply{RequestID: req.RequestID, Error: perr})
 		msg.Term()

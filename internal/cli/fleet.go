@@ -255,7 +255,9 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 		return fail(err)
 	}
 	// One embedded server: a replica each, whatever nats.replicas says.
-	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+	t := a.topology()
+	t.Replicas = 1
+	if err := embedded.Setup(ctx, js, t); err != nil {
 		return fail(err)
 	}
 	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log, Tracer: a.tracer})
@@ -277,6 +279,12 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 		ns.Shutdown()
 	}
 	return f, nil
+}
+
+// topology is the fleet's stream settings from the config.
+func (a *app) topology() embedded.Topology {
+	n := a.cfg.NATS
+	return embedded.Topology{Replicas: n.Replicas, MaxRequestBytes: n.MaxRequestBytes, DLQMaxBytes: n.DLQ.MaxBytes, DLQMaxAge: n.DLQ.MaxAge}
 }
 
 func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
@@ -306,7 +314,7 @@ func (a *app) joinFleet(ctx context.Context, name string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := embedded.Setup(ctx, js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
+	if err := embedded.Setup(ctx, js, a.topology()); err != nil {
 		nc.Close()
 		return nil, err
 	}
