@@ -19,11 +19,11 @@ import (
 	"github.com/avfs/avfs/messages"
 )
 
-// startServe runs `avfs serve` on home, listening on listen, and returns
-// the process and what it printed when ready.
-func startServe(t *testing.T, home, listen string) (*exec.Cmd, struct{ URL, Worker string }) {
+// startServe runs `avfs serve --home home ARGS` and returns the process
+// and what it printed when ready.
+func startServe(t *testing.T, home string, args ...string) (*exec.Cmd, struct{ URL, Worker string }) {
 	t.Helper()
-	cmd := exec.Command(binary(t), "serve", "--home", home, "--listen", listen, "--json")
+	cmd := exec.Command(binary(t), append([]string{"serve", "--home", home, "--json"}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -52,7 +52,7 @@ func startServe(t *testing.T, home, listen string) (*exec.Cmd, struct{ URL, Work
 func TestKilledServeTakesItsVaultsBackAtOnce(t *testing.T) {
 	home := t.TempDir()
 	listen := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0]) // the same URL after the restart
-	serve, first := startServe(t, home, listen)
+	serve, first := startServe(t, home, "--listen", listen)
 	kept, err := os.ReadFile(filepath.Join(home, "worker-id"))
 	if err != nil || strings.TrimSpace(string(kept)) != first.Worker {
 		t.Fatalf("worker-id holds %q (%v), serve runs as %q", kept, err, first.Worker)
@@ -84,7 +84,7 @@ func TestKilledServeTakesItsVaultsBackAtOnce(t *testing.T) {
 	serve.Wait()
 
 	t0 := time.Now()
-	_, second := startServe(t, home, listen)
+	_, second := startServe(t, home, "--listen", listen)
 	t.Logf("restarted in %s", time.Since(t0))
 	if second.Worker != first.Worker {
 		t.Fatalf("restarted serve is worker %q, was %q", second.Worker, first.Worker)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/client"
-	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/vault"
-	"github.com/avfs/avfs/worker"
 )
 
 // confinedFleet runs nats-server with docs/nats-permissions.example.conf
@@ -67,33 +62,10 @@ func confinedFleet(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := handler.New(st, handler.Options{Worker: "w1"})
-	cfg := &config.Config{Home: home}
-	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := worker.NewServer(connect("avfs-worker", "pw-w"), h, worker.ServeOptions{ID: "w1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{}, 2)
-	go func() { d.Run(ctx); done <- struct{}{} }()
-	go func() { srv.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		<-done
-		cleanup()
-		st.Close()
-		detachMountsUnder(home)
-	})
+	startWorker(t, connect("avfs-worker", "pw-w"), "w1", nil, nil)
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if s, err := dispatcher.Status(ctx, js); err == nil && len(s.Workers) == 1 {
