@@ -224,3 +224,26 @@ func TestSandboxLimits(t *testing.T) {
 		t.Errorf("within limits: exit %s, limit %q, stderr %q", exitCode(res), res.Limit, res.Stderr)
 	}
 }
+
+// BenchmarkTrue compares `true` run plainly and in a sandbox: the
+// difference is the sandbox's setup cost (BENCHMARKS.md).
+func BenchmarkTrue(b *testing.B) {
+	ws := b.TempDir()
+	for _, bc := range []struct {
+		name string
+		sb   *exec.Sandbox
+	}{
+		{"none", nil},
+		{"namespaces", &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}},
+		{"namespaces+network", &exec.Sandbox{Network: true, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				res := run(b, exec.Spec{Argv: []string{"true"}, Dir: ws, Env: hostEnv(), Sandbox: bc.sb})
+				if exitCode(res) != "0" {
+					b.Fatalf("exit %s: %s", exitCode(res), res.Stderr)
+				}
+			}
+		})
+	}
+}
