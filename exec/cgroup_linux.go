@@ -19,11 +19,14 @@ import (
 // else in the controller's v1 hierarchy.
 type Limits struct {
 	MemoryBytes int64   // memory.max; the kernel's OOM killer ends the command beyond it
-	Pids        int     // pids.max; fork fails with EAGAIN beyond it
+	Pids        int     // processes and threads; fork fails with EAGAIN beyond it
 	CPUs        float64 // CPU time per wall second, e.g. 0.5 or 2
 }
 
 func (l Limits) zero() bool { return l.MemoryBytes == 0 && l.Pids == 0 && l.CPUs == 0 }
+
+// initThreads is an upper bound on the threads of a sandbox init.
+const initThreads = 16
 
 // Limit names reported in Result.Limit.
 const (
@@ -164,7 +167,9 @@ func newCgroup(l Limits) (*cgroup, error) {
 			event: cgEvent{"memory.events", "oom_kill", LimitMemory}, eventV1: cgEvent{"memory.oom_control", "oom_kill", LimitMemory}})
 	}
 	if l.Pids > 0 {
-		v := strconv.Itoa(l.Pids)
+		// The init's own threads are in the cgroup too; they must not
+		// count against the command.
+		v := strconv.Itoa(l.Pids + initThreads)
 		want = append(want, setting{controller: "pids",
 			v2:    [][2]string{{"pids.max", v}},
 			v1:    [][2]string{{"pids.max", v}},

@@ -28,6 +28,10 @@ type Sandbox struct {
 	// A path that does not exist on the host is skipped; a symlink is
 	// recreated as the same symlink (so /bin -> usr/bin keeps working).
 	Binds []Bind
+	// Hide are host paths covered by an empty read-only directory even
+	// where a bind would show them (the worker's home under a bound /opt);
+	// binds below a hidden path still appear.
+	Hide []string
 	// Network keeps the host's network namespace. Without it the command
 	// has a network namespace of its own with only a loopback interface.
 	Network bool
@@ -103,6 +107,7 @@ type initConfig struct {
 	Env     []string `json:"env"`
 	Root    string   `json:"root"` // an empty host directory to build the root on
 	Binds   []Bind   `json:"binds"`
+	Hide    []string `json:"hide"`
 	Network bool     `json:"network"`
 	TmpSize int64    `json:"tmp_size"`
 	Cgroups []string `json:"cgroups"` // cgroup.procs files to join before anything else
@@ -135,7 +140,7 @@ func (sb *Sandbox) prepare(cmd *osexec.Cmd, dir string) (*sandboxRun, error) {
 	}
 	cfg := initConfig{
 		Path: cmd.Path, Args: cmd.Args, Dir: dir, Env: cmd.Env, Root: root,
-		Binds: sb.Binds, Network: sb.Network, TmpSize: sb.TmpSize,
+		Binds: sb.Binds, Hide: sb.Hide, Network: sb.Network, TmpSize: sb.TmpSize,
 	}
 	if cfg.TmpSize == 0 {
 		cfg.TmpSize = DefaultTmpSize
@@ -173,7 +178,9 @@ func (sb *Sandbox) prepare(cmd *osexec.Cmd, dir string) (*sandboxRun, error) {
 		flags |= unix.CLONE_NEWNET
 	}
 	cmd.Path, cmd.Args, cmd.Dir = "/proc/self/exe", []string{"avfs-sandbox"}, "/"
-	cmd.Env = []string{initEnv + "=" + initVersion}
+	// One P keeps the init small and its thread count (which a pids
+	// limit counts) well under initThreads on any machine.
+	cmd.Env = []string{initEnv + "=" + initVersion, "GOMAXPROCS=1"}
 	cmd.ExtraFiles = []*os.File{cfgR, statusW}
 	cmd.SysProcAttr.Cloneflags = flags
 	// The init dies with the worker, and the whole PID namespace with it.
@@ -328,21 +335,43 @@ func setupRoot(cfg initConfig) error {
 	if err := unix.Mount("avfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("mount root: %w", err)
 	}
-	binds := slices.Clone(cfg.Binds)
-	binds = append(binds, Bind{Path: "/tmp", Writable: true}) // marks where the tmpfs goes
-	// A parent sorts before its children, so nothing mounted later hides
-	// an earlier mount.
-	slices.SortFunc(binds, func(a, b Bind) int { return strings.Compare(a.Path, b.Path) })
-	for _, b := range binds {
-		if b.Path == "/tmp" {
-			if err := mkdirMount("avfs-tmp", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-				fmt.Sprintf("mode=1777,size=%d", cfg.TmpSize)); err != nil {
-				return fmt.Errorf("mount /tmp: %w", err)
+	// The private /tmp and the hidden paths are mounts too, in order with
+	// the binds: a parent sorts before its children, so nothing mounted
+	// later covers an earlier mount.
+	type entry struct {
+		Bind
+		tmpfs string // tmpfs options, "" for a bind
+	}
+	mounts := []entry{{Bind{Path: "/tmp"}, fmt.Sprintf("mode=1777,size=%d", cfg.TmpSize)}}
+	for _, h := range cfg.Hide {
+		mounts = append(mounts, entry{Bind{Path: filepath.Clean(h)}, "mode=0755,size=64k"})
+	}
+	for _, b := range cfg.Binds {
+		mounts = append(mounts, entry{Bind: b})
+	}
+	slices.SortStableFunc(mounts, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	var hidden []string
+	for _, m := range mounts {
+		if m.tmpfs == "" {
+			if err := bind(root, m.Bind); err != nil {
+				return err
 			}
 			continue
 		}
-		if err := bind(root, b); err != nil {
-			return err
+		dst := filepath.Join(root, m.Path)
+		if m.Path != "/tmp" {
+			if _, err := os.Lstat(dst); err != nil {
+				continue // not visible anyway
+			}
+			hidden = append(hidden, dst)
+		}
+		if err := mkdirMount("avfs-tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.tmpfs); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Path, err)
+		}
+	}
+	for _, dst := range hidden {
+		if err := unix.MountSetattr(-1, dst, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("hide %s: %w", dst, err)
 		}
 	}
 	if err := setupDev(root); err != nil {

@@ -247,3 +247,26 @@ func BenchmarkTrue(b *testing.B) {
 		})
 	}
 }
+
+// A hidden path stays hidden under a bind that contains it (the worker's
+// home under a bound directory), while the workspace bound below it shows.
+func TestSandboxHide(t *testing.T) {
+	shared := t.TempDir()
+	home := filepath.Join(shared, "avfs-home")
+	ws := filepath.Join(home, "mnt", "default", "v")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(home, "store.db"), []byte("other vaults"), 0o600)
+	os.WriteFile(filepath.Join(shared, "tool.txt"), []byte("shared tool\n"), 0o644)
+	sb := &exec.Sandbox{Hide: []string{home},
+		Binds: append(exec.SystemBinds(), exec.Bind{Path: shared}, exec.Bind{Path: ws, Writable: true})}
+	res := run(t, exec.Spec{Shell: "cat " + shared + "/tool.txt; ls " + home + "; echo ok > here; cat " + home + "/store.db",
+		Dir: ws, Env: hostEnv(), Sandbox: sb})
+	if string(res.Stdout) != "shared tool\nmnt\n" || !strings.Contains(string(res.Stderr), "store.db: No such file") {
+		t.Fatalf("stdout %q, stderr %q; want the shared file, only mnt in the home, no store", res.Stdout, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "here")); string(b) != "ok\n" {
+		t.Fatalf("the workspace under the hidden home did not get the write: %q", b)
+	}
+}
