@@ -343,11 +343,14 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) command() (*osexec.Cmd, error) {
 	path, args := "/bin/sh", []string{"sh", "-c", s.Shell}
 	if s.Shell == "" {
-		var err error
-		if path, err = lookPath(s.Argv[0], s.Env); err != nil {
-			return nil, err
+		path, args = s.Argv[0], s.Argv
+		// A sandbox's init looks the program up in the sandbox's tree.
+		if s.Sandbox == nil {
+			var err error
+			if path, err = lookPath(s.Argv[0], s.Env); err != nil {
+				return nil, err
+			}
 		}
-		args = s.Argv
 	}
 	env := s.Env
 	if env == nil {

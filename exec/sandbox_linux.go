@@ -7,6 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +102,7 @@ func init() {
 
 // initConfig is what Run tells a sandbox init.
 type initConfig struct {
-	Path    string   `json:"path"` // program, resolved
+	Path    string   `json:"path"` // program, looked up along the command's PATH inside
 	Args    []string `json:"args"`
 	Dir     string   `json:"dir"`
 	Env     []string `json:"env"`
@@ -117,6 +118,7 @@ type initConfig struct {
 type sandboxRun struct {
 	status *os.File // read end of the init's status pipe
 	cg     *cgroup  // nil without limits
+	locked bool     // the goroutine is locked to its thread until close
 }
 
 // rootDir is the mount point every sandbox builds its root on. It stays
@@ -145,9 +147,14 @@ func (sb *Sandbox) prepare(cmd *osexec.Cmd, dir string) (*sandboxRun, error) {
 	if cfg.TmpSize == 0 {
 		cfg.TmpSize = DefaultTmpSize
 	}
-	run := &sandboxRun{}
+	// Pdeathsig below fires when the thread that forked the init exits;
+	// keeping this goroutine on its thread until the run ends keeps the
+	// runtime from retiring that thread (golang/go#27505).
+	runtime.LockOSThread()
+	run := &sandboxRun{locked: true}
 	if !sb.Limits.zero() {
 		if run.cg, err = newCgroup(sb.Limits); err != nil {
+			run.close()
 			return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
 		}
 		cfg.Cgroups = run.cg.procs
@@ -228,6 +235,10 @@ func (r *sandboxRun) finish(res *Result) error {
 }
 
 func (r *sandboxRun) close() {
+	if r.locked {
+		runtime.UnlockOSThread()
+		r.locked = false
+	}
 	if r.status != nil {
 		r.status.Close()
 	}
@@ -291,7 +302,11 @@ func sandboxInit(version string) {
 	// Catch every signal Run may send the group: the command gets them
 	// itself, and the init must live until it has reported.
 	ignoreSignals()
-	pid, err := syscall.ForkExec(cfg.Path, cfg.Args, &syscall.ProcAttr{
+	path, err := lookPath(cfg.Path, cfg.Env)
+	if err != nil {
+		report("start %v", err)
+	}
+	pid, err := syscall.ForkExec(path, cfg.Args, &syscall.ProcAttr{
 		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2},
 	})
 	if err != nil {
