@@ -168,3 +168,23 @@ func TestMemoryLimitStatus(t *testing.T) {
 		t.Fatalf("status %s, signal %v, sandbox %+v, stderr %q", env.Status, env.Signal, env.Sandbox, env.Stderr)
 	}
 }
+
+// Where namespaces cannot be made, fallback runs the command without a
+// sandbox and says so; without fallback, the plan stays namespaces and the
+// run fails with the sandbox's error. The probe's failure is faked: on
+// this machine root can always make namespaces, and making it fail for
+// real would mean lowering a host-wide limit.
+func TestSandboxFallback(t *testing.T) {
+	fake := func() error { return fmt.Errorf("fake probe: %w", exec.ErrSandbox) }
+	for _, fallback := range []bool{true, false} {
+		s := newSandboxes(SandboxConfig{Fallback: fallback})
+		s.probe = fake
+		p, err := s.plan("default", "v", t.TempDir(), nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: messages.SandboxNone, false: messages.SandboxNamespaces}[fallback]; p.info.Mode != want || (p.sb == nil) != fallback {
+			t.Errorf("fallback %v: mode %s, want %s", fallback, p.info.Mode, want)
+		}
+	}
+}
