@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,10 +18,29 @@ import (
 // the thread that dropped them.
 func lockThread() { runtime.LockOSThread() }
 
-// ignoreSignals catches every signal, so that none of them ends the init
-// before the command has ended and been reported.
-func ignoreSignals() {
-	signal.Notify(make(chan os.Signal, 1))
+// catchSignals catches every signal, so that none of them ends the init
+// before the command has ended and been reported. The returned channel
+// holds the first few that arrived.
+func catchSignals() chan os.Signal {
+	c := make(chan os.Signal, 8)
+	signal.Notify(c)
+	return c
+}
+
+// pendingStop returns a signal meant to stop the command (SIGTERM, SIGINT,
+// SIGHUP, SIGQUIT) that has arrived, or 0; it drains the others.
+func pendingStop(c chan os.Signal) syscall.Signal {
+	for {
+		select {
+		case s := <-c:
+			switch s {
+			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
+				return s.(syscall.Signal)
+			}
+		default:
+			return 0
+		}
+	}
 }
 
 // confine takes away from the calling thread, and everything it starts,

@@ -273,6 +273,18 @@ func signalName(s syscall.Signal) string {
 // reaped, and when the command ends the init exits and the kernel kills
 // everything else in the namespace.
 func sandboxInit(version string) {
+	if os.Getpid() != 1 {
+		// Someone set the variable by hand; this is not a sandbox.
+		fmt.Fprintln(os.Stderr, "avfs: "+initEnv+" is reserved for the sandbox")
+		os.Exit(127)
+	}
+	// From here on, a signal Run sends the group (a timeout's SIGTERM)
+	// must not end the init before it has reported: the command gets
+	// such signals itself.
+	sigs := catchSignals()
+	// The command must not inherit the pipes: it could forge the report.
+	syscall.CloseOnExec(initConfigFD)
+	syscall.CloseOnExec(initStatusFD)
 	status := os.NewFile(initStatusFD, "status")
 	report := func(format string, args ...any) {
 		fmt.Fprintf(status, format, args...)
@@ -280,11 +292,6 @@ func sandboxInit(version string) {
 	}
 	if version != initVersion {
 		report("setup init protocol %q, want %q (binary replaced while running?)", version, initVersion)
-	}
-	if os.Getpid() != 1 {
-		// Someone set the variable by hand; this is not a sandbox.
-		fmt.Fprintln(os.Stderr, "avfs: "+initEnv+" is reserved for the sandbox")
-		os.Exit(127)
 	}
 	var cfg initConfig
 	if err := json.NewDecoder(os.NewFile(initConfigFD, "config")).Decode(&cfg); err != nil {
@@ -299,18 +306,24 @@ func sandboxInit(version string) {
 	if err := confine(); err != nil {
 		report("setup %v", err)
 	}
-	// Catch every signal Run may send the group: the command gets them
-	// itself, and the init must live until it has reported.
-	ignoreSignals()
 	path, err := lookPath(cfg.Path, cfg.Env)
 	if err != nil {
 		report("start %v", err)
+	}
+	// Stopped (a timeout, a cancel) while setting up: the command ends
+	// as if it had been started and got the signal at once.
+	if sig := pendingStop(sigs); sig != 0 {
+		report("signal %d", int(sig))
 	}
 	pid, err := syscall.ForkExec(path, cfg.Args, &syscall.ProcAttr{
 		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2},
 	})
 	if err != nil {
 		report("start %s: %v", cfg.Path, err)
+	}
+	// One that came during the fork may have missed the command.
+	if sig := pendingStop(sigs); sig != 0 {
+		syscall.Kill(pid, sig)
 	}
 	for {
 		var ws syscall.WaitStatus

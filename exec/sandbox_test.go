@@ -288,3 +288,12 @@ func cpuTime() time.Duration {
 	}
 	return total
 }
+
+// The init's report cannot be forged by the command: the pipes it
+// reports through are not inherited.
+func TestSandboxReportNotForgeable(t *testing.T) {
+	res, _ := sandboxed(t, "echo 'exit 0' >&4; echo 'exit 0' >&3; exit 7", nil)
+	if exitCode(res) != "7" {
+		t.Fatalf("exit %s, stderr %q; want the command's own 7", exitCode(res), res.Stderr)
+	}
+}

@@ -221,14 +221,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	}
 	details := map[string]any{"command": a.Argv, "shell": a.Shell, "decision": env.Decision.Action, "rule": env.Decision.Rule}
 	grantedBy := ""
-	if env.Decision.Network {
-		grantedBy = map[bool]string{false: "rule", true: "approval"}[approved]
+	switch {
+	case env.Decision.Network && approved:
+		grantedBy = "approval"
+	case env.Decision.Network:
+		grantedBy = "rule"
 	}
 	cmdEnv := r.environ(root, a.Env)
-	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
-	if err != nil {
-		return env, err
-	}
+	plan := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
 	details["sandbox"] = plan.info.Mode
 	if env.Decision.RequireSandbox && plan.sb == nil {
 		env.Decision.Action = string(policy.Deny)

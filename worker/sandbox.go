@@ -99,7 +99,7 @@ func newSandboxes(cfg SandboxConfig) *sandboxes {
 	})}
 }
 
-// mode is the sandbox mode of a vault, before the probe.
+// vault is the sandbox configuration of ns/name, before the probe.
 func (s *sandboxes) vault(ns, name string) VaultSandbox {
 	v := VaultSandbox{Mode: s.cfg.Mode, Network: s.cfg.Network, Limits: s.cfg.Limits}
 	for _, o := range s.cfg.Vaults {
@@ -130,7 +130,7 @@ func (s *sandboxes) vault(ns, name string) VaultSandbox {
 // mount, env the command's environment (its toolchain variables name the
 // directories to bind); grantedBy is "rule" or "approval" when the policy
 // grants the network, else "".
-func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) (sandboxPlan, error) {
+func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) sandboxPlan {
 	v := s.vault(ns, name)
 	if v.Mode == messages.SandboxNamespaces && s.cfg.Fallback {
 		if err := s.probe(); err != nil {
@@ -138,7 +138,7 @@ func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy str
 		}
 	}
 	if v.Mode == messages.SandboxNone {
-		return sandboxPlan{info: messages.SandboxInfo{Mode: messages.SandboxNone, Network: true, NetworkBy: "host"}}, nil
+		return sandboxPlan{info: messages.SandboxInfo{Mode: messages.SandboxNone, Network: true, NetworkBy: "host"}}
 	}
 	info := messages.SandboxInfo{Mode: messages.SandboxNamespaces,
 		Limits: messages.SandboxLimits{MemoryBytes: v.Limits.MemoryBytes, Pids: v.Limits.Pids, CPUs: v.Limits.CPUs}}
@@ -153,7 +153,7 @@ func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy str
 	sb.Binds = append(sb.Binds, s.cfg.Binds...)
 	sb.Binds = append(sb.Binds, exec.Bind{Path: workspace, Writable: true})
 	sb.Binds = dedupBinds(sb.Binds)
-	return sandboxPlan{info: info, sb: sb}, nil
+	return sandboxPlan{info: info, sb: sb}
 }
 
 // toolchainBinds shows the toolchains and caches that the command's
