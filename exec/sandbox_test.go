@@ -221,6 +221,14 @@ func TestSandboxLimits(t *testing.T) {
 	if res.Limit != exec.LimitPids {
 		t.Errorf("pids: exit %s, limit %q, stderr %q; want the pids limit", exitCode(res), res.Limit, res.Stderr)
 	}
+	// A tenth of a CPU: a second of busy looping gets at most about a
+	// tenth of a second of CPU time (less when the machine is busy).
+	res, _ = sandboxed(t, "exec python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1: pass\nprint(time.process_time())'", func(sb *exec.Sandbox) {
+		sb.Limits.CPUs = 0.1
+	})
+	if cpu, err := strconv.ParseFloat(strings.TrimSpace(string(res.Stdout)), 64); err != nil || cpu > 0.2 {
+		t.Errorf("cpus 0.1: a 1 s busy loop used %q s of CPU (stderr %q), want at most ~0.1", res.Stdout, res.Stderr)
+	}
 	res, _ = sandboxed(t, "true", func(sb *exec.Sandbox) { sb.Limits = exec.Limits{MemoryBytes: 256 << 20, Pids: 100, CPUs: 1} })
 	if exitCode(res) != "0" || res.Limit != "" {
 		t.Errorf("within limits: exit %s, limit %q, stderr %q", exitCode(res), res.Limit, res.Stderr)
