@@ -338,6 +338,17 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 
 func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
 	start := time.Now()
+	for _, f := range a.Files {
+		if err := h.transferArgs(req.Op, "", f.ContentObject); err != nil {
+			return nil, err
+		}
+		if f.ContentObject != "" {
+			if err := objectOf(req, f.ContentObject); err != nil {
+				return nil, err
+			}
+			defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, f.ContentObject)
+		}
+	}
 	var out messages.BatchResult
 	err := h.vault(req).Update(ctx, meta(ctx, req), func(tx *vault.Tx) error {
 		out = messages.BatchResult{}
@@ -364,11 +375,12 @@ func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messag
 				}
 				out.Files++
 			case "file", "":
-				if _, err := tx.WriteFile(f.Path, f.Content, vault.WriteOptions{Mode: mode, Parents: true}); err != nil {
+				r, err := h.batchFile(ctx, req, tx, f, vault.WriteOptions{Mode: mode, Parents: true})
+				if err != nil {
 					return err
 				}
 				out.Files++
-				out.Bytes += int64(len(f.Content))
+				out.Bytes += r.Size
 			default:
 				return messages.Errorf(messages.CodeInvalidArgument, "%s: unknown type %q", f.Path, f.Type)
 			}

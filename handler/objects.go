@@ -43,7 +43,7 @@ func (h *Handler) tooLarge(what string, n int64) *messages.Error {
 	return e
 }
 
-// fleetOnly refuses a transfer object outside a fleet, and a host path
+// transferArgs refuses a transfer object outside a fleet, and a host path
 // inside one.
 func (h *Handler) transferArgs(op messages.Op, file, object string) error {
 	switch {
@@ -194,4 +194,21 @@ func (h *Handler) fetch(ctx context.Context, ns, name, file string) error {
 		return fmt.Errorf("import: fetch %s: %w", name, err)
 	}
 	return f.Close()
+}
+
+// batchFile writes one file of a write batch, from its object if it
+// names one.
+func (h *Handler) batchFile(ctx context.Context, req messages.Request, tx *vault.Tx, f messages.BatchFile, o vault.WriteOptions) (vault.WriteResult, error) {
+	if f.ContentObject == "" {
+		return tx.WriteFile(f.Path, f.Content, o)
+	}
+	if len(f.Content) > 0 {
+		return vault.WriteResult{}, messages.Errorf(messages.CodeInvalidArgument, "%s: content and content_object both set", f.Path)
+	}
+	r, err := h.objects.Open(ctx, req.Namespace, f.ContentObject)
+	if err != nil {
+		return vault.WriteResult{}, err
+	}
+	defer r.Close()
+	return tx.WriteFrom(f.Path, r, o)
 }

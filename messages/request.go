@@ -80,9 +80,12 @@ type BatchFile struct {
 	Path    string `json:"path"`
 	Type    string `json:"type"` // file | dir | symlink
 	Content []byte `json:"content,omitempty"`
-	Mode    string `json:"mode,omitempty"`
-	Target  string `json:"target,omitempty"`
-	Mtime   string `json:"mtime,omitempty"` // RFC 3339
+	// ContentObject, through a fleet, names content in the namespace's
+	// transfer bucket instead (as WriteArgs.ContentObject).
+	ContentObject string `json:"content_object,omitempty"`
+	Mode          string `json:"mode,omitempty"`
+	Target        string `json:"target,omitempty"`
+	Mtime         string `json:"mtime,omitempty"` // RFC 3339
 }
 
 // WriteBatchArgs: file.write_batch, many entries in one transaction
