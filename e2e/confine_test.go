@@ -24,12 +24,13 @@ import (
 )
 
 // agentUser may publish requests, to the intake or directly to a worker,
-// only in its namespace and read only its own inboxes: the permissions
+// only in its namespace, use only its namespace's transfer bucket, and
+// read only its own inboxes: the permissions
 // docs/nats-permissions.example.conf shows.
 func agentUser(ns string) *server.User {
 	return &server.User{Username: "agent-" + ns, Password: "pw-" + ns, Permissions: &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{messages.SubjectRequest + "." + ns + ".>",
-			messages.SubjectDirect + ".*." + ns + ".>"}},
+		Publish: &server.SubjectPermission{Allow: append([]string{messages.SubjectRequest + "." + ns + ".>",
+			messages.SubjectDirect + ".*." + ns + ".>"}, transferPublish(ns)...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_" + ns + ".>"}},
 	}}
 }
