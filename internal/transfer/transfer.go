@@ -162,3 +162,9 @@ func (r *Reader) fetch() error {
 
 // Close implements io.Closer.
 func (r *Reader) Close() error { return nil }
+
+// PublishWindow bounds the chunks an object store Put has in flight
+// (jetstream.New's default is 4,000): unacknowledged chunks wait in the
+// NATS server's memory, and 4,000 of 512 KiB grew the server's RSS by
+// hundreds of MB on a 1 GiB upload.
+func PublishWindow() jetstream.JetStreamOpt { return jetstream.WithPublishAsyncMaxPending(16) }
