@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/avfs/avfs/internal/transfer"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -54,7 +53,7 @@ type Client struct {
 
 // New wraps a connection.
 func New(nc *nats.Conn) (*Client, error) {
-	js, err := jetstream.New(nc, transfer.PublishWindow())
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}

@@ -57,12 +57,11 @@ func (c *Client) bucket(ctx context.Context, ns string) (jetstream.ObjectStore, 
 // left unused, it expires after messages.TransferTTL. progress, if set,
 // is told the bytes sent so far.
 func (c *Client) Upload(ctx context.Context, ns, vault string, r io.Reader, progress func(int64)) (string, error) {
-	obs, err := c.bucket(ctx, ns)
-	if err != nil {
+	if _, err := c.bucket(ctx, ns); err != nil {
 		return "", err
 	}
 	name := messages.TransferObject(vault, NewRequestID())
-	if _, err := transfer.Put(ctx, obs, name, r, progress); err != nil {
+	if _, err := transfer.Put(ctx, c.js, messages.TransferBucket(ns), name, r, progress); err != nil {
 		return "", fmt.Errorf("%w: upload: %v", ErrUnavailable, err)
 	}
 	return name, nil

@@ -22,7 +22,6 @@ import (
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/owners"
-	"github.com/avfs/avfs/internal/transfer"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -103,7 +102,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if o.AuditPoll <= 0 {
 		o.AuditPoll = 200 * time.Millisecond
 	}
-	js, err := jetstream.New(nc, transfer.PublishWindow())
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}

@@ -77,11 +77,10 @@ func (o *objects) Open(ctx context.Context, ns, name string) (io.ReadCloser, err
 }
 
 func (o *objects) Put(ctx context.Context, ns, name string, r io.Reader) (messages.ObjectRef, error) {
-	b, err := o.bucket(ctx, ns)
-	if err != nil {
+	if _, err := o.bucket(ctx, ns); err != nil {
 		return messages.ObjectRef{}, err
 	}
-	return transfer.Put(ctx, b, name, r, nil)
+	return transfer.Put(ctx, o.js, messages.TransferBucket(ns), name, r, nil)
 }
 
 func (o *objects) Delete(ctx context.Context, ns, name string) error {

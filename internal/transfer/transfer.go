@@ -2,8 +2,10 @@
 // a namespace's transfer bucket (messages.TransferBucket), the one way
 // the fleet's client and workers both use.
 //
-// Objects are written with the object store's own Put and read here, a
-// chunk at a time with JetStream direct gets: no consumer is created, so
+// Objects are written and read here in the object store's format (so
+// that any object store client can read and write them too), written
+// with a bounded window of unacknowledged chunks and read a chunk at a
+// time with JetStream direct gets: no consumer is created, so
 // a reader needs no right to create consumers (which would let a tenant
 // make the server deliver messages on subjects of its choosing), memory
 // stays at one chunk whatever the object's size, and a read that fails
@@ -12,14 +14,18 @@ package transfer
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/messages"
@@ -42,31 +48,93 @@ func Bucket(ctx context.Context, js jetstream.JetStream, ns string) (jetstream.O
 	return obs, err
 }
 
-// Put stores what r yields as object name, in chunks of
-// messages.TransferChunkSize; progress, if set, is told the bytes read
-// so far.
-func Put(ctx context.Context, obs jetstream.ObjectStore, name string, r io.Reader, progress func(int64)) (messages.ObjectRef, error) {
-	if progress != nil {
-		r = &counting{r: r, fn: progress}
-	}
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: messages.TransferChunkSize}}, r)
+// window is how many chunks a Put has unacknowledged: chunks not yet
+// stored wait in the NATS server's memory, and the object store's own
+// Put allows 4,000 in flight (2 GB of 512 KiB chunks; a 1 GiB upload
+// grew the server by 150 MB and timed out waiting for acks).
+const window = 8
+
+// Put stores what r yields as object name of bucket b, in chunks of
+// messages.TransferChunkSize, in the object store's format, with at
+// most window chunks in flight; progress, if set, is told the bytes read
+// so far. A failed Put purges the chunks it sent.
+func Put(ctx context.Context, js jetstream.JetStream, b, name string, r io.Reader, progress func(int64)) (messages.ObjectRef, error) {
+	var id [12]byte
+	rand.Read(id[:])
+	info := jetstream.ObjectInfo{Bucket: b, NUID: hex.EncodeToString(id[:]),
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: messages.TransferChunkSize}}}
+	chunkSubj := "$O." + b + ".C." + info.NUID
+	ref, err := put(ctx, js, &info, chunkSubj, r, progress)
 	if err != nil {
-		return messages.ObjectRef{}, fmt.Errorf("put %s: %w", name, err)
+		if st, serr := js.Stream(context.WithoutCancel(ctx), Stream(b)); serr == nil {
+			st.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject(chunkSubj))
+		}
+		return ref, fmt.Errorf("put %s: %w", name, err)
+	}
+	return ref, nil
+}
+
+func put(ctx context.Context, js jetstream.JetStream, info *jetstream.ObjectInfo, chunkSubj string, r io.Reader, progress func(int64)) (messages.ObjectRef, error) {
+	sum := sha256.New()
+	buf := make([]byte, messages.TransferChunkSize)
+	var inflight []jetstream.PubAckFuture
+	wait := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			m := nats.NewMsg(chunkSubj)
+			m.Data = buf[:n] // copied into the connection's buffer by the publish
+			f, err := js.PublishMsgAsync(m)
+			if err != nil {
+				return messages.ObjectRef{}, err
+			}
+			sum.Write(buf[:n])
+			info.Size += uint64(n)
+			info.Chunks++
+			if progress != nil {
+				progress(int64(info.Size))
+			}
+			if inflight = append(inflight, f); len(inflight) >= window {
+				if err := wait(inflight[0]); err != nil {
+					return messages.ObjectRef{}, err
+				}
+				inflight = inflight[1:]
+			}
+		}
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			break
+		}
+		if rerr != nil {
+			return messages.ObjectRef{}, rerr
+		}
+	}
+	for _, f := range inflight {
+		if err := wait(f); err != nil {
+			return messages.ObjectRef{}, err
+		}
+	}
+	info.Digest = jetstream.GetObjectDigestValue(sum)
+	info.ModTime = time.Now().UTC()
+	data, err := json.Marshal(info)
+	if err != nil {
+		return messages.ObjectRef{}, err
+	}
+	mm := nats.NewMsg("$O." + info.Bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(info.Name)))
+	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	mm.Data = data
+	if _, err := js.PublishMsg(ctx, mm); err != nil {
+		return messages.ObjectRef{}, err
 	}
 	return messages.ObjectRef{Bucket: info.Bucket, Name: info.Name, Size: int64(info.Size), Digest: info.Digest}, nil
-}
-
-type counting struct {
-	r  io.Reader
-	n  int64
-	fn func(int64)
-}
-
-func (c *counting) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	c.fn(c.n)
-	return n, err
 }
 
 // Reader reads one object. At EOF it has checked the content against
@@ -162,9 +230,3 @@ func (r *Reader) fetch() error {
 
 // Close implements io.Closer.
 func (r *Reader) Close() error { return nil }
-
-// PublishWindow bounds the chunks an object store Put has in flight
-// (jetstream.New's default is 4,000): unacknowledged chunks wait in the
-// NATS server's memory, and 4,000 of 512 KiB grew the server's RSS by
-// hundreds of MB on a 1 GiB upload.
-func PublishWindow() jetstream.JetStreamOpt { return jetstream.WithPublishAsyncMaxPending(16) }
