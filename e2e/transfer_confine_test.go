@@ -9,19 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/client"
-	"github.com/avfs/avfs/config"
-	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
-	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/internal/transfer"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/vault"
-	"github.com/avfs/avfs/worker"
 )
 
 // transferPublish is what an agent may publish to use its namespace's
@@ -40,60 +32,10 @@ func transferPublish(ns string) []string {
 // cannot export to or import from a path of the worker's machine, cannot
 // read team-b's export object, and cannot import it by name.
 func TestTenantTransfersStayApart(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
-		Users: []*server.User{{Username: "fleet", Password: "fleet"}, agentUser("team-a"), agentUser("team-b")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(ns.Shutdown)
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server did not start")
-	}
-	connect := func(user, pw, inbox string) *nats.Conn {
-		t.Helper()
-		opts := []nats.Option{nats.UserInfo(user, pw)}
-		if inbox != "" {
-			opts = append(opts, nats.CustomInboxPrefix(inbox))
-		}
-		nc, err := nats.Connect(ns.ClientURL(), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	fleetConn := connect("fleet", "fleet", "")
-	fjs, _ := jetstream.New(fleetConn)
-	if err := embedded.Setup(ctx, fjs, embedded.Topology{}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := dispatcher.New(ctx, fleetConn, dispatcher.Options{ID: "d"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	storePath := filepath.Join(home, "store.db")
-	st, err := vault.Open(ctx, storePath, vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := handler.New(st, handler.Options{Worker: "w"})
-	cleanup, err := worker.Wire(&config.Config{Home: home}, h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := worker.NewServer(connect("fleet", "fleet", ""), h, worker.ServeOptions{ID: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{}, 2)
-	go func() { d.Run(ctx); done <- struct{}{} }()
-	go func() { srv.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done; cleanup(); st.Close() })
+	cf := startConfined(t, "team-a", "team-b")
+	connect, st := cf.connect, cf.st
+	ctx := context.Background()
+	storePath := filepath.Join(cf.home, "store.db")
 
 	ncA := connect("agent-team-a", "pw-team-a", "_INBOX_team-a")
 	a, _ := client.New(ncA)
