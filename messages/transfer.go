@@ -7,7 +7,7 @@ import "time"
 // through an object store bucket of the request's namespace, never
 // through a path on the worker's machine. One bucket per namespace, so
 // that NATS permissions on its stream confine a tenant to its own
-// objects (docs/decisions.md §10).
+// objects (docs/decisions.md §11).
 const (
 	// TransferBucketPrefix + namespace is a namespace's transfer bucket.
 	TransferBucketPrefix = "avfs_xfer_"
