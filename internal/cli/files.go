@@ -260,7 +260,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 			return nil
 		}
 		batch.Files = append(batch.Files, f)
-		if len(batch.Files) >= batchFiles {
+		// A batch naming an object goes at once: uploads wait in the
+		// transfer bucket, which has a size limit, not in a queue here.
+		if objects || len(batch.Files) >= batchFiles {
 			return flush()
 		}
 		return nil
@@ -348,7 +350,9 @@ func (a *app) uploadFile(ctx context.Context, fc *client.Client, v, p string, si
 		return "", err
 	}
 	defer f.Close()
-	name, err := fc.Upload(ctx, a.cfg.Namespace, v, f, a.bytesProgress("uploading "+filepath.Base(p), size))
+	pr := a.bytesProgress("uploading "+filepath.Base(p), size)
+	name, err := fc.Upload(ctx, a.cfg.Namespace, v, f, pr.report)
+	pr.end()
 	if err != nil {
 		return "", &requestError{toErr(err)}
 	}

@@ -35,25 +35,45 @@ func (a *app) fleet(ctx context.Context) (*client.Client, error) {
 	return nil, nil
 }
 
-// bytesProgress reports a transfer's bytes on stderr, at most every
-// 200 ms; total 0 is unknown.
-func (a *app) bytesProgress(verb string, total int64) func(int64) {
-	var last time.Time
-	return func(n int64) {
-		if time.Since(last) < 200*time.Millisecond && n != total {
-			return
-		}
-		last = time.Now()
-		if total > 0 {
-			a.progress("%s %.1f / %.1f MB", verb, float64(n)/1e6, float64(total)/1e6)
-		} else {
-			a.progress("%s %.1f MB", verb, float64(n)/1e6)
-		}
+// byteProgress reports a transfer's bytes on stderr, at most every
+// 200 ms (t16-cli's progress library may replace it).
+type byteProgress struct {
+	a        *app
+	verb     string
+	n, total int64 // total 0: unknown
+	last     time.Time
+	shown    int64
+}
+
+func (a *app) bytesProgress(verb string, total int64) *byteProgress {
+	return &byteProgress{a: a, verb: verb, total: total, shown: -1}
+}
+
+// report is told the bytes moved so far.
+func (p *byteProgress) report(n int64) {
+	p.n = n
+	if time.Since(p.last) >= 200*time.Millisecond || n == p.total {
+		p.last = time.Now()
+		p.show()
 	}
 }
 
-// endProgress ends the progress line, if any was written.
-func (a *app) endProgress() { fmt.Fprintln(a.stderr) }
+func (p *byteProgress) show() {
+	p.shown = p.n
+	if p.total > 0 {
+		p.a.progress("%s %.1f / %.1f MB", p.verb, float64(p.n)/1e6, float64(p.total)/1e6)
+	} else {
+		p.a.progress("%s %.1f MB", p.verb, float64(p.n)/1e6)
+	}
+}
+
+// end shows the last count and ends the line.
+func (p *byteProgress) end() {
+	if p.shown != p.n {
+		p.show()
+	}
+	fmt.Fprintln(p.a.stderr)
+}
 
 // writeFrom writes what r yields to w.Path: inline when it fits one
 // request, else uploaded first.
@@ -78,8 +98,9 @@ func (a *app) writeFrom(cmd *cobra.Command, v string, w messages.WriteArgs, r io
 	if err != nil {
 		return err
 	}
-	name, err := fc.Upload(ctx, a.cfg.Namespace, v, io.MultiReader(bytes.NewReader(head[:n]), r), a.bytesProgress("uploading", 0))
-	a.endProgress()
+	pr := a.bytesProgress("uploading", 0)
+	name, err := fc.Upload(ctx, a.cfg.Namespace, v, io.MultiReader(bytes.NewReader(head[:n]), r), pr.report)
+	pr.end()
 	if err != nil {
 		return &requestError{toErr(err)}
 	}
@@ -142,8 +163,9 @@ func (a *app) catFleet(cmd *cobra.Command, fc *client.Client, v, p string) error
 func (a *app) download(ctx context.Context, fc *client.Client, ref messages.ObjectRef, w io.Writer, progress bool) error {
 	var fn func(int64)
 	if progress {
-		fn = a.bytesProgress("downloading", ref.Size)
-		defer a.endProgress()
+		pr := a.bytesProgress("downloading", ref.Size)
+		fn = pr.report
+		defer pr.end()
 	}
 	if err := fc.Download(ctx, a.cfg.Namespace, ref, w, fn); err != nil {
 		return &requestError{messages.Errorf(messages.CodeUnavailable, "%v", err)}
@@ -276,8 +298,9 @@ func (a *app) importFleet(cmd *cobra.Command, fc *client.Client, file, name stri
 	if err != nil {
 		return err
 	}
-	obj, err := fc.Upload(ctx, a.cfg.Namespace, name, f, a.bytesProgress("uploading", st.Size()))
-	a.endProgress()
+	pr := a.bytesProgress("uploading", st.Size())
+	obj, err := fc.Upload(ctx, a.cfg.Namespace, name, f, pr.report)
+	pr.end()
 	if err != nil {
 		return &requestError{toErr(err)}
 	}
