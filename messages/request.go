@@ -100,7 +100,7 @@ type PathArgs struct {
 }
 
 // CatArgs: file.cat. A file whose content does not fit a reply is
-// refused with INVALID_ARGUMENT (details "size" and "max_inline") unless
+// refused with INVALID_ARGUMENT (details "size" and "max_reply") unless
 // Object is set: then the worker puts it in the namespace's transfer
 // bucket and the result names it (CatResult.Object).
 type CatArgs struct {
