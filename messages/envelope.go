@@ -23,7 +23,7 @@ type Decision struct {
 	Categories []string `json:"categories"`
 }
 
-// Envelope is what exec returns: spec/envelope.md.
+// Envelope is what exec returns: docs/envelope.md.
 type Envelope struct {
 	Schema          string         `json:"schema"`
 	RequestID       string         `json:"request_id"`

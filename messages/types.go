@@ -1,6 +1,6 @@
 package messages
 
-// VaultInfo describes a vault (spec/cli.md).
+// VaultInfo describes a vault (docs/cli.md).
 type VaultInfo struct {
 	Name        string    `json:"name"`
 	Namespace   string    `json:"namespace"`

@@ -28,11 +28,12 @@ type policyDoc struct {
 // checkConfig refuses a configuration with unknown keys or bad policy
 // rules before any command acts on it.
 func (a *app) checkConfig() error {
+	const hint = "fix the file (AVFS_CONFIG or --config picks another); `avfs config show` lists the keys"
 	if err := config.Validate(a.viper); err != nil {
-		return usagef("%v", err)
+		return &usageError{err.Error(), hint}
 	}
 	if _, err := worker.PolicyFrom(a.cfg); err != nil {
-		return usagef("config %s: %v", a.viper.ConfigFileUsed(), err)
+		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func (p printer) print(w io.Writer, v any) error {
 		}
 		fmt.Fprintf(tw, "size\t%s\n", sizeExact(r.Size))
 		fmt.Fprintf(tw, "mode\t%s\n", r.Mode)
-		fmt.Fprintf(tw, "modified\t%s (%s)\n", r.Mtime, p.age(r.Mtime))
+		fmt.Fprintf(tw, "modified\t%s (%s)\n", stamp(r.Mtime), p.age(r.Mtime))
 		fmt.Fprintf(tw, "inode\t%d\n", r.Ino)
 	case *messages.BatchResult:
 		fmt.Fprintf(tw, "%d files, %d dirs, %s in %s\n", r.Files, r.Dirs, size(r.Bytes), ms(r.DurationMS))
@@ -235,7 +235,7 @@ func (p printer) print(w io.Writer, v any) error {
 		}
 		for _, e := range r.Events {
 			if p.wide {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time, e.Vault, e.Action, e.Path, e.Actor, e.RequestID, dash(e.TraceID))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, stamp(e.Time), e.Vault, e.Action, e.Path, e.Actor, e.RequestID, dash(e.TraceID))
 			} else {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.ID, p.age(e.Time), e.Action, e.Path, e.Actor)
 			}
@@ -316,7 +316,11 @@ func (p printer) print(w io.Writer, v any) error {
 		sort.Strings(keys)
 		fmt.Fprintln(tw, "KEY\tVALUE")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\n", k, scalar(r.Config[k]))
+			val := scalar(r.Config[k])
+			if k == "policy.rules" && val == "[]" {
+				val = "[] (the built-in rules: avfs policy show)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", k, val)
 		}
 	default:
 		return p.fields(tw, v)
@@ -419,9 +423,18 @@ func (p printer) unanswered(w io.Writer, workers []string) {
 // time is an age on a narrow table and the timestamp itself when wide.
 func (p printer) time(ts string) string {
 	if p.wide || ts == "" {
-		return dash(ts)
+		return stamp(ts)
 	}
 	return p.age(ts)
+}
+
+// stamp is an RFC 3339 time to the second, in UTC.
+func stamp(ts string) string {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return dash(ts)
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // age renders an RFC 3339 time relative to now: "3m ago", "in 55m".

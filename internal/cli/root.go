@@ -65,12 +65,13 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// usageError is a command line avfs cannot act on (exit status 2).
-type usageError struct{ msg string }
+// usageError is a command line avfs cannot act on (exit status 2); hint,
+// if set, replaces the generic "see --help".
+type usageError struct{ msg, hint string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // Options tune the CLI.
 type Options struct {
@@ -112,16 +113,20 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	var re *requestError
 	if errors.As(err, &re) {
-		a.fail(cmd, re.err)
+		a.fail(cmd, re.err, "")
 		return 1
 	}
 	var ue *usageError
 	var me *messages.Error
 	if !errors.As(err, &ue) && errors.As(err, &me) {
-		a.fail(cmd, me)
+		a.fail(cmd, me, "")
 		return 1
 	}
-	a.fail(cmd, &messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()})
+	hint := ""
+	if ue != nil {
+		hint = ue.hint
+	}
+	a.fail(cmd, &messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()}, hint)
 	return 2
 }
 
@@ -168,8 +173,10 @@ func formatFromArgs(args []string, tty bool) string {
 
 // fail prints a failed command: its error document in JSON mode, else a
 // line for a person with the next command to try.
-func (a *app) fail(cmd *cobra.Command, e *messages.Error) {
-	hint := a.hint(cmd, e)
+func (a *app) fail(cmd *cobra.Command, e *messages.Error, hint string) {
+	if hint == "" {
+		hint = a.hint(cmd, e)
+	}
 	if a.format == outJSON || a.format == outYAML {
 		doc := map[string]any{"error": errorWithHint{e, hint}}
 		if a.format == outYAML {
@@ -244,13 +251,16 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 	pf.String("home", "", "where local vaults, config and the embedded server's store live (env AVFS_HOME, default ~/.avfs)")
 	pf.String("nats", "", "URL of a running fleet (env AVFS_NATS_URL)")
 	pf.String("config", "", "config file (env AVFS_CONFIG, default $AVFS_HOME/avfs.yaml)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	root.AddCommand(a.vaultCmd(), a.checkpointCmd(), a.quotaCmd(), a.auditCmd(), a.configCmd(), a.versionCmd(), a.gcCmd())
 	for _, c := range a.fileCmds() {
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
+	// Made now rather than at Execute, so that finishTree reaches them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	a.finishTree(root)
 	return root
 }
