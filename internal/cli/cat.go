@@ -40,4 +40,3 @@ func (a *app) catRaw(cmd *cobra.Command, v, p string, force bool) error {
 	_, err := a.stdout.Write(b)
 	return err
 }
-
