@@ -78,11 +78,16 @@ func (a *app) hint(cmd *cobra.Command, e *messages.Error) string {
 		if strings.HasPrefix(e.Message, "no vault chosen") {
 			return "list the vaults with `avfs vault list`"
 		}
-		if cmd != nil && !strings.Contains(e.Message, "--help") {
-			return fmt.Sprintf("see `%s --help`", cmd.CommandPath())
-		}
 	}
 	return ""
+}
+
+// usageHint is the hint of a usage error: the command's help.
+func usageHint(cmd *cobra.Command, msg string) string {
+	if cmd == nil || strings.Contains(msg, "--help") {
+		return ""
+	}
+	return fmt.Sprintf("see `%s --help`", cmd.CommandPath())
 }
 
 // approvalHint says how to answer a held command.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -97,6 +98,12 @@ type printer struct {
 const listLimit = 10
 
 func (p printer) print(w io.Writer, v any) error {
+	// Results come as values (emit) and as pointers (show): one switch.
+	if rv := reflect.ValueOf(v); rv.IsValid() && rv.Kind() == reflect.Struct {
+		ptr := reflect.New(rv.Type())
+		ptr.Elem().Set(rv)
+		v = ptr.Interface()
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	switch r := v.(type) {
@@ -181,7 +188,7 @@ func (p printer) print(w io.Writer, v any) error {
 		fmt.Fprintf(tw, "modified\t%s (%s)\n", stamp(r.Mtime), p.age(r.Mtime))
 		fmt.Fprintf(tw, "inode\t%d\n", r.Ino)
 	case *messages.BatchResult:
-		fmt.Fprintf(tw, "%d files, %d dirs, %s in %s\n", r.Files, r.Dirs, size(r.Bytes), ms(r.DurationMS))
+		fmt.Fprintf(tw, "%s, %s, %s in %s\n", pluralize(r.Files, "file"), pluralize(r.Dirs, "dir"), size(r.Bytes), ms(r.DurationMS))
 	case *messages.CheckpointResult:
 		c := r.Checkpoint
 		fmt.Fprintf(tw, "checkpoint %s saved: %d files, %s%s\n", c.Name, c.Files, size(c.Bytes), note(c.Message))
@@ -304,11 +311,11 @@ func (p printer) print(w io.Writer, v any) error {
 		for _, d := range r.Dead {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s/%s\t%s\t%s\n", d.Seq, p.age(d.Time), d.Op, d.Namespace, d.Vault, dash(d.Worker), d.Reason)
 		}
-	case policyDoc:
-		p.policy(tw, r)
-	case versionInfo:
+	case *policyDoc:
+		p.policy(tw, *r)
+	case *versionInfo:
 		fmt.Fprintf(tw, "avfs %s (commit %s, built with %s, %s, protocol %s)\n", r.Version, r.Commit, r.Built, r.Go, r.Protocol)
-	case configDoc:
+	case *configDoc:
 		keys := make([]string, 0, len(r.Config))
 		for k := range r.Config {
 			keys = append(keys, k)

@@ -49,6 +49,7 @@ func (a *app) newTransfer(verb string, totalFiles, totalBytes int64) *transfer {
 			progressbar.OptionSetWriter(a.stderr),
 			progressbar.OptionSetDescription(t.describe()),
 			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
 			progressbar.OptionShowTotalBytes(true),
 			progressbar.OptionUseIECUnits(true),
 			progressbar.OptionSetPredictTime(true),
@@ -105,11 +106,12 @@ func (t *transfer) line() {
 func (t *transfer) finish() {
 	switch {
 	case t.bar != nil:
-		t.bar.Describe(t.describe())
-		if t.totalFiles >= 0 {
-			t.bar.Set64(t.totalBytes)
+		// A bar that reached its total has finished (and ended its
+		// line) already; drawing it again would print it twice.
+		if !t.bar.IsFinished() {
+			t.bar.Describe(t.describe())
+			t.bar.Finish()
 		}
-		t.bar.Finish()
 	case t.plain != nil:
 		t.line()
 	}

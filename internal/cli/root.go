@@ -122,8 +122,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		a.fail(cmd, me, "")
 		return 1
 	}
-	hint := ""
-	if ue != nil {
+	hint := usageHint(cmd, err.Error())
+	if ue != nil && ue.hint != "" {
 		hint = ue.hint
 	}
 	a.fail(cmd, &messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()}, hint)
