@@ -314,4 +314,3 @@ func TestProgressOnStderr(t *testing.T) {
 		t.Fatalf("export progress: %q", errs)
 	}
 }
-
