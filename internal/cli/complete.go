@@ -281,7 +281,13 @@ func (a *app) listPaths(cmd *cobra.Command, to string, dirsOnly bool) ([]string,
 		}
 	}
 	// A directory is a step on the way: no space after it.
-	return out, noFiles | cobra.ShellCompDirectiveNoSpace
+	d := noFiles
+	for _, p := range out {
+		if strings.HasSuffix(p, "/") {
+			d |= cobra.ShellCompDirectiveNoSpace
+		}
+	}
+	return out, d
 }
 
 func (a *app) completeApprovals(pendingOnly bool) completeFunc {

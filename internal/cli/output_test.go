@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -312,5 +315,128 @@ func TestProgressOnStderr(t *testing.T) {
 	_, errs, _ = e.run("", "export", "/", t.TempDir(), "--vault", "p")
 	if !strings.Contains(errs, "export 30/30 files") {
 		t.Fatalf("export progress: %q", errs)
+	}
+}
+
+// complete asks avfs for completions as the shell scripts do (`avfs
+// __complete ARGS... PREFIX`) and returns the candidates, without their
+// descriptions.
+func (e *env) complete(args ...string) []string {
+	e.t.Helper()
+	out, errs, code := e.run("", append([]string{"__complete"}, args...)...)
+	if code != 0 {
+		e.t.Fatalf("__complete %v: exit %d %s", args, code, errs)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, ":") || line == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(line, "\t")
+		got = append(got, name)
+	}
+	return got
+}
+
+func TestCompletion(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "alpha")
+	e.ok("vault", "create", "beta")
+	e.ok("write", "/src/main.go", "package main\n", "-p", "--vault", "alpha")
+	e.ok("write", "/README", "x", "--vault", "alpha")
+	e.ok("checkpoint", "save", "before-refactor", "--vault", "alpha")
+	e.ok("checkpoint", "save", "v2", "--vault", "alpha")
+	out, _, _ := e.run("", "exec", "--vault", "alpha", "--json", "--shell", "curl http://example.invalid")
+	var env messages.Envelope
+	json.Unmarshal([]byte(out), &env)
+	if env.ApprovalID == nil {
+		t.Fatalf("no approval: %s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"vault", "info", ""}, []string{"alpha", "beta"}},
+		{[]string{"vault", "fork", "a"}, []string{"alpha"}},
+		{[]string{"ls", "--vault", ""}, []string{"alpha", "beta"}},
+		{[]string{"attempts", "run", "--from", "b"}, []string{"beta"}},
+		{[]string{"checkpoint", "restore", "--vault", "alpha", ""}, []string{"before-refactor", "v2"}},
+		{[]string{"checkpoint", "diff", "--vault", "alpha", "v2", "b"}, []string{"before-refactor"}},
+		{[]string{"vault", "fork", "alpha", "new", "--checkpoint", ""}, []string{"before-refactor", "v2"}},
+		{[]string{"cat", "--vault", "alpha", ""}, []string{"/"}},
+		{[]string{"cat", "--vault", "alpha", "/"}, []string{"/README", "/src/"}},
+		{[]string{"rm", "--vault", "alpha", "/src/m"}, []string{"/src/main.go"}},
+		{[]string{"exec", "--vault", "alpha", "--cwd", "/"}, []string{"/src/"}},
+		{[]string{"approval", "grant", ""}, []string{*env.ApprovalID}},
+		{[]string{"vault", "list", "--output", ""}, outputFormats},
+		{[]string{"exec", "--checkpoint", ""}, []string{"auto", "always", "never"}},
+		{[]string{"vault", "fork", "alpha", "x", "--placement", ""}, []string{"source", "spread"}},
+		{[]string{"attempts", "run", "--keep", ""}, []string{"best", "all", "none"}},
+		{[]string{"quota", "set", ""}, quotaKeys},
+		{[]string{"audit", "--action", "checkpoint.r"}, []string{"checkpoint.restore"}},
+	} {
+		got := e.complete(tc.args...)
+		prefix := tc.args[len(tc.args)-1]
+		var filtered []string
+		for _, g := range got {
+			if strings.HasPrefix(g, prefix) {
+				filtered = append(filtered, g)
+			}
+		}
+		if strings.Join(filtered, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("complete %v: %v, want %v", tc.args, filtered, tc.want)
+		}
+	}
+	// Nothing to complete from, nothing created: a fresh home stays empty.
+	fresh := t.TempDir()
+	t.Setenv("AVFS_HOME", fresh)
+	if got := e.complete("vault", "info", ""); len(got) != 0 {
+		t.Errorf("completion on an empty home: %v", got)
+	}
+	if ents, _ := os.ReadDir(fresh); len(ents) != 0 {
+		t.Errorf("completion created %v in a fresh home", ents)
+	}
+}
+
+func TestCompletionThroughServe(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--id", "w-complete"}, strings.NewReader(""), io.Discard, io.Discard, Options{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for runningServe(e.home) == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("serve never came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.ok("vault", "create", "through-serve")
+	if got := e.complete("vault", "info", "thr"); strings.Join(got, " ") != "through-serve" {
+		t.Errorf("vault names through serve: %v", got)
+	}
+	// The worker's heartbeat may take a moment to land.
+	for {
+		got := e.complete("worker", "--id", "w-")
+		if strings.Join(got, " ") == "w-complete" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker ids: %v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, _, code := e.run("", "fleet", "status", "--json=false")
+	if code != 0 || !regexp.MustCompile(`WORKER +VAULTS +RUNNING EXECS +LOAD +LAST SEEN\nw-complete +\d+ +0 +`).MatchString(out) || !strings.Contains(out, "1 dispatcher(s)") {
+		t.Errorf("fleet status (exit %d):\n%s", code, out)
 	}
 }
