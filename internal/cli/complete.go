@@ -356,8 +356,11 @@ func (a *app) completeDeadLetters(cmd *cobra.Command, _ []string, to string) ([]
 }
 
 func pluralize(n int64, noun string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return "1 " + noun
+	case strings.HasSuffix(noun, "y"):
+		return strconv.FormatInt(n, 10) + " " + noun[:len(noun)-1] + "ies"
 	}
 	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }

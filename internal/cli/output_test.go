@@ -165,19 +165,26 @@ func TestRestoreSaysWhatItRemovedAndBroughtBack(t *testing.T) {
 	e.ok("rm", "/gone.txt")
 	e.ok("write", "/keep.txt", "v2")
 	for i := range 12 {
-		e.ok("write", fmt.Sprintf("/target/f%02d", i), "x", "-p")
+		e.ok("write", fmt.Sprintf("/z%02d", i), "x")
+	}
+	for i := range 3 {
+		e.ok("write", fmt.Sprintf("/target/debug/f%d", i), "xyz", "-p")
 	}
 	out, _, code := e.run("", "checkpoint", "restore", "base", "--json=false")
 	if code != 0 {
 		t.Fatalf("restore: %d %s", code, out)
 	}
-	for _, want := range []string{"restored checkpoint base", "-  /target/f00", "+  /gone.txt", "~  /keep.txt", "… and 3 more removed", "removed 13, reverted 1, brought back 1"} {
+	for _, want := range []string{"restored checkpoint base", "-  /z00", "+  /gone.txt", "~  /keep.txt", "… and 3 more removed",
+		"removed 17, reverted 1, brought back 1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("restore output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "/target/f11") {
-		t.Errorf("narrow restore output lists all 13 removed paths:\n%s", out)
+	if strings.Contains(out, "/z11") {
+		t.Errorf("narrow restore output lists every removed path:\n%s", out)
+	}
+	if !regexp.MustCompile(`-  /target/ \(4 entries\) +9 B\n`).MatchString(out) {
+		t.Errorf("narrow restore output does not fold /target into one line:\n%s", out)
 	}
 	// The same restore again, as JSON, names its direction.
 	e.ok("write", "/new.txt", "x")

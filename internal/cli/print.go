@@ -367,7 +367,13 @@ func (p printer) fields(w io.Writer, v any) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s\t%s\n", k, scalar(flat[k]))
+		v := scalar(flat[k])
+		if n, ok := flat[k].(json.Number); ok && strings.HasSuffix(k, "duration_ms") {
+			if f, err := n.Float64(); err == nil {
+				v = ms(f)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\n", k, v)
 	}
 	return nil
 }
@@ -411,13 +417,49 @@ func (p printer) vault(w io.Writer, v messages.VaultInfo) {
 }
 
 // changeList prints up to listLimit paths of one kind (all when wide).
+// A narrow list folds a directory's contents into its line: a restore
+// that removed a build's target/ says so in one line, not sixty.
 func (p printer) changeList(w io.Writer, mark, verb string, l []messages.Change) {
-	for i, x := range l {
+	type row struct {
+		messages.Change
+		entries int
+	}
+	var rows []row
+	for i := 0; i < len(l); i++ {
+		r := row{Change: l[i]}
+		if !p.wide && r.Type == "dir" {
+			// The list is sorted by path: what lies under dir/ is one run
+			// from the first path >= "dir/".
+			prefix := r.Path + "/"
+			j := i + 1 + sort.Search(len(l)-i-1, func(k int) bool { return l[i+1+k].Path >= prefix })
+			k := j
+			for k < len(l) && strings.HasPrefix(l[k].Path, prefix) {
+				r.entries++
+				r.Size += l[k].Size
+				k++
+			}
+			if r.entries > 0 {
+				// Entries between dir and dir/ ("dir-x") keep their rows.
+				rows = append(rows, r)
+				for _, c := range l[i+1 : j] {
+					rows = append(rows, row{Change: c})
+				}
+				i = k - 1
+				continue
+			}
+		}
+		rows = append(rows, r)
+	}
+	for i, r := range rows {
 		if i == listLimit && !p.wide {
-			fmt.Fprintf(w, "  %s\t… and %d more %s (--output wide lists all)\t\n", mark, len(l)-i, verb)
+			fmt.Fprintf(w, "  %s\t… and %d more %s (--output wide lists every path)\t\n", mark, len(rows)-i, verb)
 			return
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", mark, x.Path, size(x.Size))
+		if r.entries > 0 {
+			fmt.Fprintf(w, "  %s\t%s/ (%s)\t%s\n", mark, r.Path, pluralize(int64(r.entries), "entry"), size(r.Size))
+			continue
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", mark, r.Path, size(r.Size))
 	}
 }
 
