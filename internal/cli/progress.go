@@ -78,6 +78,8 @@ func (t *transfer) add(files, bytes int64) {
 	t.bytes += bytes
 	switch {
 	case t.bar != nil:
+		// Describe draws at once, Add64 at most every 100ms (and when
+		// the bar fills, which ends it: nothing may draw after that).
 		t.bar.Describe(t.describe())
 		t.bar.Add64(bytes)
 	case t.plain != nil && time.Since(t.lastLine) >= plainEvery:
