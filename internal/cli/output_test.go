@@ -394,6 +394,11 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("complete %v: %v, want %v", tc.args, filtered, tc.want)
 		}
 	}
+	// A broken config file: no candidates, and no error among them.
+	os.WriteFile(filepath.Join(e.home, "avfs.yaml"), []byte("exec:\n  timout: 1s\n"), 0o644)
+	if out, _, code := e.run("", "__complete", "vault", "info", ""); code != 0 || strings.Contains(out, "error") {
+		t.Errorf("completion with a broken config: exit %d\n%s", code, out)
+	}
 	// Nothing to complete from, nothing created: a fresh home stays empty.
 	fresh := t.TempDir()
 	t.Setenv("AVFS_HOME", fresh)

@@ -221,6 +221,11 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
+				// Completion loads the config itself and stays silent
+				// when it is broken: an error would become a candidate.
+				return nil
+			}
 			if err := a.formatFromFlags(cmd, jsonFlag, output); err != nil {
 				return err
 			}
