@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/avfs/avfs/config"
@@ -310,7 +311,9 @@ func (a *app) completeApprovals(pendingOnly bool) completeFunc {
 	}
 }
 
-func (a *app) completeWorkers(cmd *cobra.Command, _ []string, to string) ([]string, cobra.ShellCompDirective) {
+// fromFleet completes from the fleet's JetStream state (members, dead
+// letters): nothing without a fleet.
+func (a *app) fromFleet(cmd *cobra.Command, list func(context.Context, jetstream.JetStream) ([]string, error)) ([]string, cobra.ShellCompDirective) {
 	if _, c := a.completer(cmd); c == nil {
 		return nil, noFiles
 	}
@@ -319,40 +322,37 @@ func (a *app) completeWorkers(cmd *cobra.Command, _ []string, to string) ([]stri
 		return nil, noFiles
 	}
 	defer nc.Close()
-	st, err := dispatcher.Status(cmd.Context(), js)
+	out, err := list(cmd.Context(), js)
 	if err != nil {
 		return nil, noFiles
-	}
-	var out []string
-	for _, m := range st.Workers {
-		if strings.HasPrefix(m.ID, to) {
-			out = append(out, m.ID+"\t"+pluralize(int64(m.Vaults), "vault"))
-		}
 	}
 	return out, noFiles
 }
 
-func (a *app) completeDeadLetters(cmd *cobra.Command, _ []string, to string) ([]string, cobra.ShellCompDirective) {
-	if _, c := a.completer(cmd); c == nil {
-		return nil, noFiles
-	}
-	nc, js, err := a.natsConn("avfs-complete")
-	if err != nil {
-		return nil, noFiles
-	}
-	defer nc.Close()
-	d, err := dispatcher.DeadLetters(cmd.Context(), js)
-	if err != nil {
-		return nil, noFiles
-	}
-	var out []string
-	for _, x := range d.Dead {
-		s := strconv.FormatUint(x.Seq, 10)
-		if strings.HasPrefix(s, to) {
-			out = append(out, s+"\t"+string(x.Op)+" "+x.Vault+": "+x.Reason)
+func (a *app) completeWorkers(cmd *cobra.Command, _ []string, to string) ([]string, cobra.ShellCompDirective) {
+	return a.fromFleet(cmd, func(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+		st, err := dispatcher.Status(ctx, js)
+		var out []string
+		for _, m := range st.Workers {
+			if strings.HasPrefix(m.ID, to) {
+				out = append(out, m.ID+"\t"+pluralize(int64(m.Vaults), "vault"))
+			}
 		}
-	}
-	return out, noFiles
+		return out, err
+	})
+}
+
+func (a *app) completeDeadLetters(cmd *cobra.Command, _ []string, to string) ([]string, cobra.ShellCompDirective) {
+	return a.fromFleet(cmd, func(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+		d, err := dispatcher.DeadLetters(ctx, js)
+		var out []string
+		for _, x := range d.Dead {
+			if s := strconv.FormatUint(x.Seq, 10); strings.HasPrefix(s, to) {
+				out = append(out, s+"\t"+string(x.Op)+" "+x.Vault+": "+x.Reason)
+			}
+		}
+		return out, err
+	})
 }
 
 func pluralize(n int64, noun string) string {

@@ -345,14 +345,20 @@ func (e *env) complete(args ...string) []string {
 	return got
 }
 
-func TestCompletion(t *testing.T) {
-	e := newEnv(t)
+// completionFixture: vaults alpha and beta, alpha holding /src/main.go
+// and /README, with checkpoints before-refactor and v2.
+func completionFixture(e *env) {
 	e.ok("vault", "create", "alpha")
 	e.ok("vault", "create", "beta")
 	e.ok("write", "/src/main.go", "package main\n", "-p", "--vault", "alpha")
 	e.ok("write", "/README", "x", "--vault", "alpha")
 	e.ok("checkpoint", "save", "before-refactor", "--vault", "alpha")
 	e.ok("checkpoint", "save", "v2", "--vault", "alpha")
+}
+
+func TestCompletion(t *testing.T) {
+	e := newEnv(t)
+	completionFixture(e)
 	out, _, _ := e.run("", "exec", "--vault", "alpha", "--json", "--shell", "curl http://example.invalid")
 	var env messages.Envelope
 	json.Unmarshal([]byte(out), &env)

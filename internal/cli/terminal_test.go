@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,30 +27,19 @@ func TestMain(m *testing.M) {
 }
 
 // screen collects what a pty shows.
-type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
+type screen struct{ syncBuffer }
 
 // ansi matches the terminal control sequences shells write (colours,
 // cursor moves, titles, bracketed paste), which a person does not read.
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]`)
 
 func (s *screen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ansi.ReplaceAllString(strings.ReplaceAll(s.buf.String(), "\r\n", "\n"), "")
+	return ansi.ReplaceAllString(strings.ReplaceAll(s.syncBuffer.String(), "\r\n", "\n"), "")
 }
 
 func (s *screen) reset() {
 	s.mu.Lock()
-	s.buf.Reset()
+	s.b.Reset()
 	s.mu.Unlock()
 }
 
@@ -171,10 +158,7 @@ func TestHelp(t *testing.T) {
 // with avfs's completion script loaded, and reads the screen.
 func TestShellsCompleteNames(t *testing.T) {
 	e := newEnv(t)
-	e.ok("vault", "create", "alpha")
-	e.ok("vault", "create", "beta")
-	e.ok("write", "/src/main.go", "package main\n", "-p", "--vault", "alpha")
-	e.ok("checkpoint", "save", "before-refactor", "--vault", "alpha")
+	completionFixture(e)
 	bin := t.TempDir()
 	self, err := os.Executable()
 	if err != nil {
