@@ -29,7 +29,11 @@ func Keys() map[string]Kind {
 	walk = func(prefix string, t reflect.Type) {
 		for i := range t.NumField() {
 			f := t.Field(i)
-			tag, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			tag, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if tag == "" && strings.Contains(opts, "squash") && f.Type.Kind() == reflect.Struct {
+				walk(prefix, f.Type) // its fields are the parent's
+				continue
+			}
 			if tag == "" || tag == "-" {
 				continue
 			}

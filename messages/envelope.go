@@ -36,7 +36,7 @@ type Decision struct {
 	RequireSandbox bool `json:"require_sandbox,omitempty"`
 }
 
-// SandboxInfo is what confined a command: spec/envelope.md.
+// SandboxInfo is what confined a command: docs/envelope.md.
 type SandboxInfo struct {
 	Mode    string `json:"mode"`    // namespaces | none
 	Network bool   `json:"network"` // the host's network was shared (always true for none)
