@@ -57,14 +57,14 @@ func (a *app) policyShowCmd() *cobra.Command {
 
 func (p printer) policy(w io.Writer, d policyDoc) {
 	if p.wide {
-		fmt.Fprintln(w, "#\tNAME\tACTION\tPROGRAMS\tSUBCOMMANDS\tARGS\tPATHS OUTSIDE\tCATEGORIES\tREASON")
+		fmt.Fprintln(w, "#\tNAME\tACTION\tPROGRAMS\tSUBCOMMANDS\tARGS\tPATHS OUTSIDE\tNETWORK\tSANDBOX ONLY\tCATEGORIES\tREASON")
 	} else {
 		fmt.Fprintln(w, "#\tNAME\tACTION\tMATCHES")
 	}
 	for i, r := range d.Rules {
 		if p.wide {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", i, r.Name, r.Action, list(r.Programs), list(r.Subcommands), list(r.Args),
-				r.PathsOutside, list(r.Categories), r.Reason)
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%s\t%s\n", i, r.Name, r.Action, list(r.Programs), list(r.Subcommands), list(r.Args),
+				r.PathsOutside, r.Network, r.RequireSandbox, list(r.Categories), r.Reason)
 			continue
 		}
 		m := list(r.Programs)
@@ -76,6 +76,12 @@ func (p printer) policy(w io.Writer, d policyDoc) {
 		}
 		if r.PathsOutside {
 			m += " (paths outside the vault)"
+		}
+		if r.Network {
+			m += " (gets the network)"
+		}
+		if r.RequireSandbox {
+			m += " (only in a sandbox)"
 		}
 		if len(m) > 70 {
 			m = m[:67] + "..."
