@@ -238,6 +238,9 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 			if err := a.checkConfig(); err != nil {
 				return err
 			}
+			if w := config.HomeExposed(cfg.Home); w != "" {
+				fmt.Fprintln(a.stderr, "avfs: warning:", w)
+			}
 			t := cfg.Telemetry
 			a.tracer, a.shutdown, err = telemetry.Setup(cmd.Context(), telemetry.Config{
 				Exporter: t.Exporter, Endpoint: t.Endpoint, Headers: t.Headers, Insecure: t.Insecure,
@@ -334,6 +337,9 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
 	a.lastVault = vaultName
 	if args != nil {
+		if s, bad := messages.InvalidString(args); bad {
+			return nil, &requestError{messages.ErrNotUTF8(s)}
+		}
 		b, err := json.Marshal(args)
 		if err != nil {
 			return nil, err
@@ -389,10 +395,7 @@ func (a *app) setCurrentVault(name string) error {
 	}
 	m[a.cfg.Namespace] = name
 	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.MkdirAll(a.cfg.Home, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(a.usePath(), b, 0o644)
+	return config.WriteFile(a.usePath(), b)
 }
 
 func trimSlash(p string) string {
