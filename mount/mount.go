@@ -119,7 +119,7 @@ type Mount struct {
 
 	q queue // removals and renames not yet in the vault
 
-	maxFileSize atomic.Int64 // the vault's max_file_size_mb in bytes, 0 = none
+	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
 
 	notifies  sync.WaitGroup // kernel notifications sent in the background
@@ -435,9 +435,9 @@ func (m *Mount) refreshQuota(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var limit int64
+	limit := m.v.MaxFileSize()
 	if q.MaxFileSizeMB != nil {
-		limit = *q.MaxFileSizeMB << 20
+		limit = min(limit, *q.MaxFileSizeMB<<20)
 	}
 	m.maxFileSize.Store(limit)
 	m.maxFiles.Store(q.MaxFiles != nil)
@@ -462,7 +462,7 @@ func (m *Mount) checkFileSize(ctx context.Context, d *fileData, size int64) sysc
 }
 
 // statfs reports the vault's quota as the file system's capacity; with no
-// quota, a notional 1 TiB and 2^32 inodes.
+// quota, a notional 1 TiB free and 2^32 inodes.
 func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	m.nsMu.RLock()
 	err := m.flushHeld(ctx)
@@ -474,7 +474,8 @@ func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	if err != nil {
 		return m.errno("statfs", "/", err)
 	}
-	capacity := int64(1 << 40)
+	// Sparse files count their holes: keep room beyond them.
+	capacity := max(int64(1<<40), u.Bytes+1<<40)
 	if q.MaxSizeMB != nil {
 		capacity = *q.MaxSizeMB << 20
 	}

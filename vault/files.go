@@ -26,6 +26,9 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
+		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
+	}
 	q := t.v.quota
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}

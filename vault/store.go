@@ -27,14 +27,24 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Now returns the current time; tests may pin it. Default time.Now.
 	Now func() time.Time
+	// MaxFileSize is the largest size a file may reach, in bytes, in
+	// every vault of the store; a write or truncate past it fails with a
+	// *QuotaError (Limit "max_file_size"), EFBIG on a mount. Holes cost
+	// nothing, so the default, DefaultMaxFileSize, only keeps offsets
+	// far from overflowing.
+	MaxFileSize int64
 }
+
+// DefaultMaxFileSize is Options.MaxFileSize's default: 1 EiB.
+const DefaultMaxFileSize = 1 << 60
 
 // Store is one home's vault database. It is safe for concurrent use by many
 // goroutines, and several processes may open the same file.
 type Store struct {
-	db   *sql.DB
-	path string
-	now  func() time.Time
+	db          *sql.DB
+	path        string
+	now         func() time.Time
+	maxFileSize int64
 
 	// wmu serialises writers inside this process so they queue in Go
 	// instead of spinning in SQLite's busy handler; other processes still
@@ -176,6 +186,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxFileSize <= 0 || opts.MaxFileSize > DefaultMaxFileSize {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -193,7 +206,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Prepared statements live per connection: keep a few idle ones so
 	// that they are not closed, and their statements lost, between calls.
 	db.SetMaxIdleConns(4)
-	s := &Store{db: db, path: path, now: opts.Now, stmts: map[string]*sql.Stmt{}}
+	s := &Store{db: db, path: path, now: opts.Now, maxFileSize: opts.MaxFileSize, stmts: map[string]*sql.Stmt{}}
 	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))

@@ -24,7 +24,7 @@ func (a *app) mountCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := vault.Open(ctx, a.cfg.StorePath(), vault.Options{Synchronous: a.cfg.Store.Synchronous})
+			st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 			}
