@@ -1,0 +1,122 @@
+package mount
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/avfs/avfs/vault"
+)
+
+// TestSparseHugeFile is the crash from the issue: truncate(1) to
+// 999999999999999 bytes, or a one-byte write at that offset, made the
+// mount process allocate a chunk list for the whole length and die. Now
+// a hole costs nothing: the mount stays up, and the file reads back.
+func TestSparseHugeFile(t *testing.T) {
+	const huge = 999999999999999
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	f := filepath.Join(m.Dir(), "f")
+	writeFile(t, f, "head")
+	if out, err := exec.Command("truncate", "-s", "999999999999999", f).CombinedOutput(); err != nil {
+		t.Fatalf("truncate: %v: %s", err, out)
+	}
+	g := filepath.Join(m.Dir(), "g")
+	// dd seeks and writes one byte, as the issue's second case does.
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+g, "bs=1", "count=1", "seek=999999999999998", "conv=notrunc").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v: %s", err, out)
+	}
+	fd, err := os.OpenFile(g, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fd.WriteAt([]byte("x"), huge-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.Close(); err != nil {
+		t.Fatalf("close (commit): %v", err)
+	}
+	for _, p := range []string{f, g} {
+		st, err := os.Stat(p)
+		if err != nil || st.Size() != huge {
+			t.Fatalf("stat %s: %v, %v; want size %d", p, st, err, huge)
+		}
+	}
+	fd, err = os.Open(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	buf := make([]byte, 4)
+	if n, err := fd.ReadAt(buf, huge-4); n != 4 || !bytes.Equal(buf, []byte("\x00\x00\x00x")) {
+		t.Fatalf("read the end of g: %q, %v", buf[:n], err)
+	}
+	if n, err := fd.ReadAt(buf, huge/3); n != 4 || !bytes.Equal(buf, make([]byte, 4)) {
+		t.Fatalf("read the middle of g: %q, %v", buf[:n], err)
+	}
+	if got := readFileHead(t, f, 6); got != "head\x00\x00" {
+		t.Fatalf("read the start of f: %q", got)
+	}
+	info, err := v.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.StoredBytes > 2*vault.ChunkSize {
+		t.Fatalf("stored bytes %d: holes were stored", info.StoredBytes)
+	}
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(m.Dir(), &sfs); err != nil || sfs.Bavail == 0 {
+		t.Fatalf("statfs after huge sparse files: %+v, %v; want free space left", sfs, err)
+	}
+}
+
+// TestMaxFileSizeEFBIG: past the store's largest file size, truncate and
+// write fail cleanly with EFBIG and the file keeps its content.
+func TestMaxFileSizeEFBIG(t *testing.T) {
+	ctx := context.Background()
+	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{MaxFileSize: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Create(ctx, "default", "v", vault.Quota{}, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	v := s.Vault("default", "v")
+	m := mountVault(t, v, Options{})
+	f := filepath.Join(m.Dir(), "f")
+	writeFile(t, f, "keep")
+	wantErrno(t, "truncate -s 1P", os.Truncate(f, 1<<50), syscall.EFBIG)
+	fd, err := os.OpenFile(f, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fd.WriteAt([]byte("x"), 1<<41)
+	fd.Close()
+	wantErrno(t, "write at 2 TiB", err, syscall.EFBIG)
+	if got := readFile(t, f); got != "keep" {
+		t.Fatalf("after refused growth: %q", got)
+	}
+	if err := os.Truncate(f, 1<<40); err != nil {
+		t.Fatalf("truncate to exactly the limit: %v", err)
+	}
+}
+
+func readFileHead(t *testing.T, p string, n int) string {
+	t.Helper()
+	fd, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	buf := make([]byte, n)
+	k, err := fd.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:k])
+}
