@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS vaults(
 	max_files INTEGER,
 	max_file_size_mb INTEGER,
 	worker TEXT NOT NULL DEFAULT '',
+	seq INTEGER NOT NULL DEFAULT 0, -- change sequence: +1 per committed transaction (log.go)
 	UNIQUE(namespace, name)
 );
 CREATE TABLE IF NOT EXISTS nodes(
@@ -152,7 +153,8 @@ CREATE TABLE IF NOT EXISTS audit(
 	request_id TEXT NOT NULL DEFAULT '',
 	trace_id TEXT NOT NULL DEFAULT '',
 	details TEXT NOT NULL DEFAULT '{}',
-	imported INTEGER NOT NULL DEFAULT 0 -- copied from another store: history, not a new event
+	imported INTEGER NOT NULL DEFAULT 0, -- copied from another store: history, not a new event
+	seq INTEGER NOT NULL DEFAULT 0 -- the vault's change sequence number of the transaction (log.go)
 );
 CREATE INDEX IF NOT EXISTS audit_vault ON audit(vault_id, id);
 CREATE TABLE IF NOT EXISTS remote_chunks(
@@ -221,12 +223,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // migrate brings a store created by an older version up to the schema:
 // columns added since are appended, as CREATE TABLE puts them last too.
 func migrate(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('audit') WHERE name='imported'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE audit ADD COLUMN imported INTEGER NOT NULL DEFAULT 0`); err != nil {
+	for _, c := range []struct{ table, column, def string }{
+		{"audit", "imported", "INTEGER NOT NULL DEFAULT 0"},
+		{"vaults", "seq", "INTEGER NOT NULL DEFAULT 0"},
+		{"audit", "seq", "INTEGER NOT NULL DEFAULT 0"},
+	} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c.table, c.column).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.def); err != nil {
 			return err
 		}
 	}
