@@ -72,6 +72,12 @@ type Options struct {
 	AttrTimeout     time.Duration
 	NegativeTimeout time.Duration
 
+	// Poll is how often the mount reads the vault's change log for
+	// changes made behind its back (another process, an exec, a
+	// restore), which it then shows. Zero means 200 ms; negative turns
+	// following off (Refresh still catches up).
+	Poll time.Duration
+
 	// MaxDirty is how many bytes of one file's writes are buffered
 	// before they are committed without waiting for close or fsync.
 	// Zero means 64 MiB.
@@ -122,6 +128,10 @@ type Mount struct {
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
 
+	fol        follower      // the vault's change log as the caches reflect it
+	stopFollow chan struct{} // closed by Close: the poller stops
+	followDone chan struct{} // closed when the poller has stopped
+
 	notifies  sync.WaitGroup // kernel notifications sent in the background
 	closeOnce sync.Once
 	closeErr  error
@@ -136,6 +146,10 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("mount %s: %w", dir, syscall.ENOTDIR)
+	}
+	pos, err := v.LogPos(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	st, err := v.Stat(ctx, "/")
 	if err != nil {
@@ -167,6 +181,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	case o.CacheBytes > 0:
 		m.cache.max = o.CacheBytes
 	}
+	m.fol.pos = pos
 	m.root = newEntry(st)
 	m.metas[rootIno] = m.root
 	if err := m.refreshQuota(ctx); err != nil {
@@ -233,6 +248,15 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
+	m.stopFollow, m.followDone = make(chan struct{}), make(chan struct{})
+	if every := o.Poll; every >= 0 {
+		if every == 0 {
+			every = defaultPoll
+		}
+		go m.follow(every, m.stopFollow, m.followDone)
+	} else {
+		close(m.followDone)
+	}
 	return m, nil
 }
 
@@ -352,6 +376,8 @@ func (m *Mount) invalidateKernel(root *fs.Inode, negative map[uint64][]string) {
 // and waits for the server to stop.
 func (m *Mount) Close() error {
 	m.closeOnce.Do(func() {
+		close(m.stopFollow)
+		<-m.followDone
 		serr := m.Sync(m.ctx)
 		uerr := m.unmount()
 		m.mu.Lock()
