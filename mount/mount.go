@@ -128,6 +128,7 @@ type Mount struct {
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
 
+	served     chan struct{} // closed when the server stops: unmounted
 	fol        follower      // the vault's change log as the caches reflect it
 	stopFollow chan struct{} // closed by Close: the poller stops
 	followDone chan struct{} // closed when the poller has stopped
@@ -248,6 +249,11 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
+	m.served = make(chan struct{})
+	go func() {
+		server.Wait()
+		close(m.served)
+	}()
 	m.stopFollow, m.followDone = make(chan struct{}), make(chan struct{})
 	if every := o.Poll; every >= 0 {
 		if every == 0 {
@@ -525,4 +531,17 @@ func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // Wait blocks until the file system is unmounted, by Close or from
 // outside (`avfs unmount`, umount(8)).
-func (m *Mount) Wait() { m.server.Wait() }
+func (m *Mount) Wait() { <-m.served }
+
+// Serving reports whether the mount still answers: false once it was
+// unmounted, by Close or from outside, or its mount point went dead
+// (ENOTCONN).
+func (m *Mount) Serving() bool {
+	select {
+	case <-m.served:
+		return false
+	default:
+	}
+	var st syscall.Stat_t
+	return !errors.Is(syscall.Stat(m.dir, &st), syscall.ENOTCONN)
+}

@@ -103,7 +103,7 @@ func (r *Runner) Register(h *handler.Handler) {
 			r.mounts.Release(ns, name)
 			return
 		}
-		r.mounts.Invalidate(ns, name)
+		r.mounts.Refresh(context.Background(), ns, name)
 	})
 }
 
