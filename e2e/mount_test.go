@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/avfs/avfs/messages"
 )
 
 // avfsCmd runs the avfs binary on home and returns its stdout.
@@ -149,5 +152,70 @@ func TestMountAcrossProcesses(t *testing.T) {
 	avfsCmd(t, home, "unmount", dir)
 	if _, err := os.Stat(dir); err != nil || mountedAt(dir) {
 		t.Fatalf("after avfs unmount: %v, mounted %v", err, mountedAt(dir))
+	}
+}
+
+// TestFleetMount: `avfs --nats URL mount DIR` of a fleet vault (which no
+// local store holds) asks the owner to serve it. Writes through the
+// mount reach the fleet, and the fleet's writes and execs show in the
+// mount; `avfs unmount` ends it and the mounting command with it.
+func TestFleetMount(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "fv", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "default", "fv", messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("one")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	mnt := exec.Command(binary(t), "--nats", f.url, "--vault", "fv", "mount", dir)
+	mnt.Env = append(os.Environ(), "AVFS_HOME="+home)
+	mnt.Stderr = os.Stderr
+	if err := mnt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- mnt.Wait() }()
+	t.Cleanup(func() {
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		mnt.Process.Kill()
+	})
+	within(t, 15*time.Second, "fleet mount up", func() error {
+		if !mountedAt(dir) {
+			return errors.New("not mounted")
+		}
+		return nil
+	})
+	within(t, time.Second, "content of the fleet's vault", contentIs(filepath.Join(dir, "a.txt"), "one"))
+	if err := os.WriteFile(filepath.Join(dir, "m.txt"), []byte("through the mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cat messages.CatResult
+	if err := c.Call(ctx, "default", "fv", messages.OpCat, messages.PathArgs{Path: "/m.txt"}, &cat); err != nil || cat.Content == nil || *cat.Content != "through the mount" {
+		t.Fatalf("the mount's write through the fleet: %+v, %v", cat, err)
+	}
+	if err := c.Call(ctx, "default", "fv", messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("changed")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "the fleet's write in the mount", contentIs(filepath.Join(dir, "a.txt"), "changed"))
+	if _, err := c.Exec(ctx, "default", "fv", messages.ExecArgs{Shell: "echo run > by-exec.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "exec through the fleet", contentIs(filepath.Join(dir, "by-exec.txt"), "run\n"))
+
+	avfsCmd(t, home, "unmount", dir)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("avfs mount after unmount: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("avfs mount kept running after unmount")
+	}
+	if mountedAt(dir) {
+		t.Fatal("still mounted")
 	}
 }

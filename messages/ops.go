@@ -41,6 +41,12 @@ const (
 	OpApprovalDeny  Op = "approval.deny"
 	OpApprovalShow  Op = "approval.show"
 	OpPolicyCheck   Op = "policy.check"
+
+	// OpMountStart asks the vault's owner to serve it as a FUSE mount
+	// at a directory of its own machine (`avfs mount` through a
+	// fleet); OpMountStop ends that mount.
+	OpMountStart Op = "mount.start"
+	OpMountStop  Op = "mount.stop"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the

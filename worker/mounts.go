@@ -24,8 +24,9 @@ type Mounts struct {
 	root string
 	log  *slog.Logger
 
-	mu sync.Mutex
-	m  map[string]*activeMount
+	mu   sync.Mutex
+	m    map[string]*activeMount
+	user map[string]*userMount // by directory: mounts asked for with mount.start
 }
 
 type activeMount struct {
@@ -41,7 +42,7 @@ func NewMounts(root string, log *slog.Logger) *Mounts {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Mounts{root: root, log: log, m: map[string]*activeMount{}}
+	return &Mounts{root: root, log: log, m: map[string]*activeMount{}, user: map[string]*userMount{}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -128,13 +129,20 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 // next poll of the vault's change log.
 func (ms *Mounts) Refresh(ctx context.Context, ns, name string) {
 	ms.mu.Lock()
-	am := ms.m[key(ns, name)]
-	ms.mu.Unlock()
-	if am == nil {
-		return
+	var list []*mount.Mount
+	if am := ms.m[key(ns, name)]; am != nil {
+		list = append(list, am.mnt)
 	}
-	if err := am.mnt.Refresh(ctx); err != nil {
-		ms.log.Warn("refresh mount", "dir", am.mnt.Dir(), "err", err)
+	for _, um := range ms.user {
+		if um.ns == ns && um.vault == name {
+			list = append(list, um.mnt)
+		}
+	}
+	ms.mu.Unlock()
+	for _, m := range list {
+		if err := m.Refresh(ctx); err != nil {
+			ms.log.Warn("refresh mount", "dir", m.Dir(), "err", err)
+		}
 	}
 }
 
@@ -169,10 +177,13 @@ func (ms *Mounts) close(am *activeMount) error {
 // Close unmounts everything.
 func (ms *Mounts) Close() error {
 	ms.mu.Lock()
-	all := ms.m
-	ms.m = map[string]*activeMount{}
+	all, user := ms.m, ms.user
+	ms.m, ms.user = map[string]*activeMount{}, map[string]*userMount{}
 	ms.mu.Unlock()
 	var errs []error
+	for _, um := range user {
+		errs = append(errs, um.mnt.Close())
+	}
 	for _, am := range all {
 		am.run.Lock()
 		errs = append(errs, ms.close(am))

@@ -98,6 +98,7 @@ func (r *Runner) Register(h *handler.Handler) {
 	handler.Register(h, messages.OpApprovalShow, r.approvalShow)
 	handler.Register(h, messages.OpApprovalGrant, r.approvalGrant)
 	handler.Register(h, messages.OpApprovalDeny, r.approvalDeny)
+	r.registerUserMounts(h)
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
 			r.mounts.Release(ns, name)

@@ -56,6 +56,9 @@ var ops = []opSpec{
 	{messages.OpApprovalDeny, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
 	{messages.OpApprovalShow, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
 	{messages.OpPolicyCheck, typ[messages.PolicyCheckArgs](), typ[messages.PolicyCheckResult]()},
+
+	{messages.OpMountStart, typ[messages.MountArgs](), typ[messages.MountResult]()},
+	{messages.OpMountStop, typ[messages.MountArgs](), typ[messages.MountResult]()},
 }
 
 // scope says what the vault token of an op's subject names.
