@@ -82,6 +82,11 @@ type Options struct {
 	// before they are committed without waiting for close or fsync.
 	// Zero means 64 MiB.
 	MaxDirty int64
+	// panicOn names an entry whose lookup panics: a fault the tests
+	// inject (no request can make the mount panic for real) to check
+	// that the serving process survives one.
+	panicOn string
+
 	// CacheBytes bounds the content of small files (up to 1 MiB each)
 	// that the mount keeps in memory after reading or writing them, so
 	// that reading them again costs no vault query. Zero means 64 MiB,
@@ -124,6 +129,8 @@ type Mount struct {
 	closed bool
 
 	q queue // removals and renames not yet in the vault
+
+	panicOn string // Options.panicOn
 
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
@@ -174,7 +181,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		v: v, dir: dir, meta: meta, ro: o.ReadOnly, maxDirty: maxDirty,
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
 		ctx: mctx, cancel: cancel,
-		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{},
+		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{}, panicOn: o.panicOn,
 	}
 	switch {
 	case o.CacheBytes == 0:

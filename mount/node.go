@@ -108,6 +108,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if errno != 0 {
 		return nil, errno
 	}
+	if name == d.m.panicOn && name != "" {
+		panic("injected fault: lookup of " + name)
+	}
 	e, errno := d.m.lookup(d.m.ctx, de, name)
 	if errno != 0 {
 		return nil, errno

@@ -120,3 +120,20 @@ func readFileHead(t *testing.T, p string, n int) string {
 	}
 	return string(buf[:k])
 }
+
+// TestSurvivesPanic: a request whose handler panics (an injected fault:
+// nothing can make one panic for real) fails with EIO, and the mount
+// goes on serving every other request.
+func TestSurvivesPanic(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{panicOn: "boom"})
+	writeFile(t, filepath.Join(m.Dir(), "before"), "x")
+	for range 3 {
+		_, err := os.Stat(filepath.Join(m.Dir(), "boom"))
+		wantErrno(t, "stat of the name whose lookup panics", err, syscall.EIO)
+	}
+	writeFile(t, filepath.Join(m.Dir(), "after"), "y")
+	if got := readFile(t, filepath.Join(m.Dir(), "before")) + readFile(t, filepath.Join(m.Dir(), "after")); got != "xy" {
+		t.Fatalf("after the panics: %q", got)
+	}
+}
