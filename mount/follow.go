@@ -137,21 +137,23 @@ func (m *Mount) catchUp(ctx context.Context) error {
 			}
 		}
 	}
-	f.forget(pos.Seq)
-	f.pos = pos
 	if full || quota {
 		if err := m.refreshQuota(ctx); err != nil {
 			return err
 		}
 	}
-	if !full && len(paths) == 0 {
-		return nil
+	if full || len(paths) > 0 {
+		m.nsMu.Lock()
+		notes, err := m.reconcileHeld(ctx, paths, full)
+		m.nsMu.Unlock()
+		m.notify(notes)
+		if err != nil {
+			return err // the next catch-up tries these events again
+		}
 	}
-	m.nsMu.Lock()
-	notes, err := m.reconcileHeld(ctx, paths, full)
-	m.nsMu.Unlock()
-	m.notify(notes)
-	return err
+	f.forget(pos.Seq)
+	f.pos = pos
+	return nil
 }
 
 // changesTree reports whether an event of this action may have changed
