@@ -133,6 +133,7 @@ type Mount struct {
 	panicOn string // Options.panicOn
 
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
+	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
 
 	served     chan struct{} // closed when the server stops: unmounted
@@ -345,7 +346,7 @@ func (m *Mount) Invalidate() {
 		d.dirty = false
 		m.mu.Unlock()
 		d.stale = true
-		d.revert()
+		m.account(d, d.revert)
 		d.mu.Unlock()
 	}
 	if err := m.refreshQuota(m.ctx); err != nil {

@@ -137,3 +137,54 @@ func TestSurvivesPanic(t *testing.T) {
 		t.Fatalf("after the panics: %q", got)
 	}
 }
+
+// TestBufferedWritesBounded: writes buffered in many open files together
+// stay bounded (files commit early past 4×MaxDirty in all), and an
+// unlinked file's writes, which go nowhere, fail with ENOSPC past 64 MiB
+// instead of growing the process.
+func TestBufferedWritesBounded(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{MaxDirty: 1 << 20})
+	chunk := pattern(900 << 10)
+	var fds []*os.File
+	for i := range 6 {
+		fd, err := os.Create(filepath.Join(m.Dir(), "f"+string(rune('0'+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		if _, err := fd.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+	}
+	if got := m.buffered.Load(); got > 5<<20 {
+		t.Fatalf("%d bytes buffered in six open files, want at most about 4 MiB", got)
+	}
+	committed := 0
+	for i := range fds {
+		if st, err := v.Stat(context.Background(), "/f"+string(rune('0'+i))); err == nil && st.Size == int64(len(chunk)) {
+			committed++
+		}
+	}
+	if committed == 0 {
+		t.Fatal("no file was committed early")
+	}
+
+	fd, err := os.Create(filepath.Join(m.Dir(), "tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if err := os.Remove(filepath.Join(m.Dir(), "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 1<<20)
+	var werr error
+	for range 80 {
+		if _, werr = fd.Write(big); werr != nil {
+			break
+		}
+	}
+	wantErrno(t, "write 80 MiB to an unlinked file", werr, syscall.ENOSPC)
+}
