@@ -85,8 +85,11 @@
 //     panics answers EIO (go-fuse recovers it), and no request allocates
 //     by a size it names: holes in sparse files cost nothing (the vault's
 //     chunk lists keep them as runs), a file cannot grow past the store's
-//     max_file_size (EFBIG), and reads and copies are bounded per
-//     request.
+//     max_file_size (EFBIG), reads and copies are bounded per request,
+//     and buffered writes are bounded too: past MaxDirty in one file, or
+//     four times that in all files, a file commits early, and an
+//     unlinked file's writes (which go nowhere) fail with ENOSPC past
+//     64 MiB.
 //   - Inode numbers are the vault's (vault.Entry.Ino): stable across
 //     mounts, never reused within a vault, so the generation is always 1.
 //     A queued create's number is reserved before the kernel sees it;
