@@ -81,17 +81,7 @@ func otherProcess(t testing.TB, store string, op, a, b string) {
 // followVault is a fresh vault and its store file, mounted.
 func followVault(t *testing.T) (*vault.Vault, string, *Mount) {
 	t.Helper()
-	ctx := context.Background()
-	store := filepath.Join(t.TempDir(), "store.db")
-	s, err := vault.Open(ctx, store, vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Create(ctx, "default", "v", vault.Quota{}, vault.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	v := s.Vault("default", "v")
+	v, store := storeVault(t, vault.Quota{}, vault.Options{})
 	return v, store, mountVault(t, v, Options{})
 }
 

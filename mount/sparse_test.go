@@ -77,16 +77,7 @@ func TestSparseHugeFile(t *testing.T) {
 // TestMaxFileSizeEFBIG: past the store's largest file size, truncate and
 // write fail cleanly with EFBIG and the file keeps its content.
 func TestMaxFileSizeEFBIG(t *testing.T) {
-	ctx := context.Background()
-	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{MaxFileSize: 1 << 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if _, err := s.Create(ctx, "default", "v", vault.Quota{}, vault.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	v := s.Vault("default", "v")
+	v, _ := storeVault(t, vault.Quota{}, vault.Options{MaxFileSize: 1 << 40})
 	m := mountVault(t, v, Options{})
 	f := filepath.Join(m.Dir(), "f")
 	writeFile(t, f, "keep")
