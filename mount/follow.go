@@ -27,9 +27,11 @@ const (
 	// defaultPoll is how often the mount looks at the change log. One
 	// indexed row per poll; a change made elsewhere shows within it.
 	defaultPoll = 200 * time.Millisecond
-	// maxFollow is how many events one catch-up reads; past that it
-	// re-reads every cached directory instead.
+	// maxFollow is how many changed paths one catch-up re-reads the
+	// directories of; past that it re-reads every cached directory.
 	maxFollow = 1000
+	// logPage is how many events one read of the change log returns.
+	logPage = 1000
 )
 
 // follower is the mount's position in the vault's change log.
@@ -110,18 +112,18 @@ func (m *Mount) catchUp(ctx context.Context) error {
 	}
 	full, quota := pos.Vault != f.pos.Vault, false
 	var paths []string
-	if !full {
-		es, err := m.v.Log(ctx, pos.Vault, f.pos.Last, maxFollow+1)
+	for after := f.pos.Last; !full && after < pos.Last; {
+		es, err := m.v.Log(ctx, pos.Vault, after, logPage)
 		if err != nil {
 			return err
 		}
-		full = len(es) > maxFollow
+		if len(es) == 0 {
+			break
+		}
 		for _, e := range es {
-			if e.ID > pos.Last {
-				break // after pos: the next catch-up's
-			}
-			if f.isMine(e.Seq) {
-				continue
+			after = e.ID
+			if e.ID > pos.Last || f.isMine(e.Seq) {
+				continue // after pos (the next catch-up's), or the mount's own
 			}
 			switch {
 			case e.Action == "quota.set":
@@ -136,6 +138,7 @@ func (m *Mount) catchUp(ctx context.Context) error {
 				}
 			}
 		}
+		full = full || len(paths) > maxFollow
 	}
 	if full || quota {
 		if err := m.refreshQuota(ctx); err != nil {

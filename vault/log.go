@@ -3,7 +3,6 @@ package vault
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -59,7 +58,7 @@ type LogEntry struct {
 // Log returns the events of vault id (LogPos.Vault) after event after,
 // in order, at most limit of them.
 func (s *Store) Log(ctx context.Context, id, after int64, limit int) ([]LogEntry, error) {
-	st, err := s.prepared(ctx, `SELECT id, seq, action, path, details FROM audit WHERE vault_id=? AND id>? AND imported=0 ORDER BY id LIMIT ?`)
+	st, err := s.prepared(ctx, `SELECT id, seq, action, path, CASE WHEN json_valid(details) THEN json_extract(details, '$.to') END FROM audit WHERE vault_id=? AND id>? AND imported=0 ORDER BY id LIMIT ?`)
 	if err != nil {
 		return nil, err
 	}
@@ -71,16 +70,11 @@ func (s *Store) Log(ctx context.Context, id, after int64, limit int) ([]LogEntry
 	var out []LogEntry
 	for rows.Next() {
 		var e LogEntry
-		var details string
-		if err := rows.Scan(&e.ID, &e.Seq, &e.Action, &e.Path, &details); err != nil {
+		var to any // a string, or what else a "to" detail may hold
+		if err := rows.Scan(&e.ID, &e.Seq, &e.Action, &e.Path, &to); err != nil {
 			return nil, mapSQLErr(err)
 		}
-		var d struct {
-			To string `json:"to"`
-		}
-		if json.Unmarshal([]byte(details), &d) == nil {
-			e.To = d.To
-		}
+		e.To, _ = to.(string)
 		out = append(out, e)
 	}
 	return out, mapSQLErr(rows.Err())
