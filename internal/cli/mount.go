@@ -20,6 +20,11 @@ func (a *app) mountCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mount MOUNTPOINT [--readonly]",
 		Short: "Serve the vault as a real directory until `avfs unmount` or a signal",
+		Long: `mount serves the vault at MOUNTPOINT until ` + "`avfs unmount MOUNTPOINT`" + ` or a signal.
+Changes made to the vault elsewhere (another avfs process, an exec, a restore)
+show in the mount within 200 ms. Through a fleet (--nats URL, or while ` + "`avfs serve`" + `
+runs on this home) the vault's owner worker serves the mount from its own
+store; it must run on this machine.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, name string, args []string) error {
 			ctx := cmd.Context()
