@@ -3,11 +3,15 @@ package mount
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/avfs/avfs/vault"
 )
@@ -178,4 +182,29 @@ func TestBufferedWritesBounded(t *testing.T) {
 		}
 	}
 	wantErrno(t, "write 80 MiB to an unlinked file", werr, syscall.ENOSPC)
+}
+
+// TestSeekHolesThroughMount: SEEK_DATA and SEEK_HOLE on a mounted sparse
+// file find its content, so that tools that copy sparse files skip the
+// holes.
+func TestSeekHolesThroughMount(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	f := filepath.Join(m.Dir(), "f")
+	writeFile(t, f, "head")
+	const end = 1 << 40
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+f, "bs=1", "count=1", "seek="+strconv.Itoa(end-1), "conv=notrunc").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v: %s", err, out)
+	}
+	fd, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	if at, err := unix.Seek(int(fd.Fd()), 0, unix.SEEK_HOLE); err != nil || at != vault.ChunkSize {
+		t.Fatalf("SEEK_HOLE from 0: %d, %v; want %d", at, err, vault.ChunkSize)
+	}
+	if at, err := unix.Seek(int(fd.Fd()), vault.ChunkSize, unix.SEEK_DATA); !errors.Is(err, syscall.ENXIO) {
+		t.Fatalf("SEEK_DATA in the hole (the last byte written is a zero): %d, %v; want ENXIO", at, err)
+	}
 }

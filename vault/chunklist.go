@@ -179,3 +179,27 @@ func zero(b []byte) bool {
 	}
 	return true
 }
+
+// seekList finds, in a file of size bytes with chunk list list, the first
+// offset at or after off that is data (or, with hole, in a hole; the end
+// of file counts as one). ok is false when there is none: off is at or
+// past the end, or only holes follow it. A hole is a whole run of hole
+// chunks; the zeros that end a short chunk count as data.
+func seekList(list []byte, size, off int64, hole bool) (int64, bool) {
+	if off < 0 || off >= size {
+		return 0, false
+	}
+	for idx, r := range records(list) {
+		start, end := idx*ChunkSize, min((idx+span(r))*ChunkSize, size)
+		if end <= off {
+			continue
+		}
+		if _, isHole := holeRun(r); isHole == hole {
+			return max(off, start), true
+		}
+	}
+	if hole {
+		return size, true
+	}
+	return 0, false
+}

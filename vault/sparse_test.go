@@ -164,3 +164,42 @@ func BenchmarkSparseExtend(b *testing.B) {
 		}
 	}
 }
+
+// TestSeekHoles: SEEK_DATA and SEEK_HOLE over a file with content, a hole
+// run and content again, as cp --sparse and tar -S use them.
+func TestSeekHoles(t *testing.T) {
+	ctx := context.Background()
+	v := newVault(t, openTestStore(t), "seek", Quota{})
+	mustWrite(t, v, "/f", []byte("head"))
+	if _, err := v.WriteAt(ctx, "/f", 10*ChunkSize+5, []byte("tail"), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(10*ChunkSize + 9)
+	for _, c := range []struct {
+		off  int64
+		hole bool
+		want int64
+		ok   bool
+	}{
+		{0, false, 0, true},
+		{0, true, ChunkSize, true},
+		{3, true, ChunkSize, true},
+		{ChunkSize + 7, false, 10 * ChunkSize, true},
+		{ChunkSize + 7, true, ChunkSize + 7, true},
+		{10 * ChunkSize, true, size, true},
+		{size - 1, false, size - 1, true},
+		{size, false, 0, false},
+		{size, true, 0, false},
+	} {
+		got, ok, err := v.Seek(ctx, "/f", c.off, c.hole)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("Seek(%d, hole %v): got %d, %v, %v; want %d, %v", c.off, c.hole, got, ok, err, c.want, c.ok)
+		}
+	}
+	if err := v.Truncate(ctx, "/f", 20*ChunkSize, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := v.Seek(ctx, "/f", 11*ChunkSize, false); ok {
+		t.Error("SEEK_DATA in the trailing hole: found data, want none (ENXIO)")
+	}
+}
