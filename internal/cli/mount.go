@@ -25,7 +25,7 @@ Changes made to the vault elsewhere (another avfs process, an exec, a restore)
 show in the mount within 200 ms. Through a fleet (--nats URL, or while ` + "`avfs serve`" + `
 runs on this home) the vault's owner worker serves the mount from its own
 store; it must run on this machine.`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, name string, args []string) error {
 			ctx := cmd.Context()
 			dir, err := filepath.Abs(args[0])
