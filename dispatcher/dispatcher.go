@@ -250,6 +250,12 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	span.SetAttributes(attribute.String("avfs.op", string(op)), attribute.String("avfs.namespace", ns), attribute.String("avfs.vault", vault))
+	if e := messages.CheckRouting(ns, vault, op, msg.Data()); e != nil {
+		// It can never be placed: answered now, never retried.
+		span.SetStatus(codes.Error, string(e.Code))
+		d.fail(msg, e)
+		return
+	}
 	w, err := d.place(ctx, ns, vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
 	if err != nil {
 		span.RecordError(err)

@@ -136,8 +136,8 @@ func TestNamespaceConfinement(t *testing.T) {
 		{messages.OpVaultFork, messages.VaultForkArgs{Target: "stolen"}},
 		{messages.OpExec, messages.ExecArgs{Shell: "cat plan.txt"}},
 	} {
-		if err := short(tc.op, tc.args); !errors.Is(err, client.ErrUnavailable) {
-			t.Errorf("b %s in namespace a: %v, want a refused publish", tc.op, err)
+		if err := short(tc.op, tc.args); !isCode(err, messages.CodePermissionDenied) {
+			t.Errorf("b %s in namespace a: %v, want PERMISSION_DENIED (a refused publish)", tc.op, err)
 		}
 	}
 	// Nor can b listen to a's replies.
@@ -184,4 +184,10 @@ func TestNamespaceConfinement(t *testing.T) {
 	if len(list.Vaults) != 1 {
 		t.Fatalf("namespace a holds %d vaults, want 1 (no fork by b)", len(list.Vaults))
 	}
+}
+
+// isCode reports whether err is a wire error with code c.
+func isCode(err error, c messages.Code) bool {
+	var e *messages.Error
+	return errors.As(err, &e) && e.Code == c
 }

@@ -3,7 +3,9 @@ package handler
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,10 +128,14 @@ func (h *Handler) Meter() metric.MeterProvider { return h.meter }
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
 
-// bind decodes a request's args strictly into A before calling fn.
+// bind decodes a request's args strictly into A before calling fn,
+// refusing text that decoding would change (messages.ValidJSONText).
 func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) func(context.Context, messages.Request) (any, error) {
 	return func(ctx context.Context, req messages.Request) (any, error) {
 		var args A
+		if !messages.ValidJSONText(req.Args) {
+			return nil, messages.Errorf(messages.CodeInvalidPath, "%s: args hold text that is not valid UTF-8 (or an unpaired surrogate escape): avfs refuses such names rather than fold two into one", req.Op)
+		}
 		if len(bytes.TrimSpace(req.Args)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
 			dec := json.NewDecoder(bytes.NewReader(req.Args))
 			dec.DisallowUnknownFields()
@@ -137,8 +143,26 @@ func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any
 				return nil, messages.Errorf(messages.CodeInvalidArgument, "%s: bad args: %v", req.Op, err)
 			}
 		}
+		if req.RequestID != "" {
+			ctx = context.WithValue(ctx, argsHashKey{}, HashArgs(args))
+		}
 		return fn(ctx, req, args)
 	}
+}
+
+// argsHashKey carries the request's HashArgs from bind to meta.
+type argsHashKey struct{}
+
+// HashArgs is the digest of a request's canonical arguments that the
+// request log keeps with its id: the SHA-256 of args decoded into the
+// op's type and encoded again, so spelling (field order, spaces,
+// escapes) does not matter, the values do.
+func HashArgs(args any) string {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(args); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Handle serves one request. It never panics on bad input: every failure
@@ -199,7 +223,8 @@ func (h *Handler) info(in vault.Info) messages.VaultInfo {
 // meta is the audit identity of a request's changes: who, which request,
 // and the trace of the span serving it.
 func meta(ctx context.Context, req messages.Request) vault.Meta {
-	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)}
+	hash, _ := ctx.Value(argsHashKey{}).(string)
+	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, ArgsHash: hash, TraceID: telemetry.TraceID(ctx)}
 }
 
 func (h *Handler) vault(req messages.Request) *vault.Vault {
@@ -622,10 +647,7 @@ func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages
 	if err != nil {
 		return nil, err
 	}
-	val := a.Value
-	if val != nil && *val < 0 {
-		val = nil
-	}
+	val := a.Value // checked, with the others, by Quota.Validate
 	switch a.Key {
 	case "max_size_mb":
 		q.MaxSizeMB = val

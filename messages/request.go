@@ -135,8 +135,9 @@ type DiffArgs struct {
 	To   string `json:"to,omitempty"`
 }
 
-// QuotaSetArgs: quota.set, one key as in VaultInfo.quota; Value nil or
-// negative clears the limit.
+// QuotaSetArgs: quota.set, one key as in VaultInfo.quota; Value nil
+// clears the limit. A value is 0 to 2^40 (1099511627776) for the MB
+// limits and 0 to 2^60 for max_files; others are INVALID_ARGUMENT.
 type QuotaSetArgs struct {
 	Key   string `json:"key"`
 	Value *int64 `json:"value"`

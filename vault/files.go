@@ -29,15 +29,18 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
 		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
 	}
+	// Limits are at most MaxQuotaMB<<20 (2^60) and MaxQuotaFiles (2^60)
+	// (Quota.Validate), and usage and growth are sizes of real data, so
+	// comparing by subtraction cannot overflow.
 	q := t.v.quota
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
-	if q.MaxSizeMB != nil && addBytes > 0 && t.v.bytes+addBytes > *q.MaxSizeMB<<20 {
+	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
 		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
 	}
 	used := t.v.files + t.v.dirs
-	if q.MaxFiles != nil && addEntries > 0 && used+addEntries > *q.MaxFiles {
+	if q.MaxFiles != nil && addEntries > 0 && addEntries > *q.MaxFiles-used {
 		return &QuotaError{Limit: "max_files", Max: *q.MaxFiles, Current: used, Requested: used + addEntries}
 	}
 	return nil

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -189,6 +191,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	if !st.IsDir() {
 		return messages.Errorf(messages.CodeNotADirectory, "%s is not a directory", hostDir)
 	}
+	if err := checkHostNames(hostDir); err != nil {
+		return err
+	}
 	err = filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -245,6 +250,40 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	}
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// checkHostNames refuses, before anything is imported, a host tree
+// holding names (or symlink targets) that are not valid UTF-8: the wire
+// would turn each into U+FFFD and fold different names into one, so the
+// import would store fewer files than it read.
+func checkHostNames(hostDir string) error {
+	var bad []string
+	filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // the import's own walk reports it
+		}
+		if !utf8.ValidString(p) {
+			bad = append(bad, p)
+		} else if d.Type()&fs.ModeSymlink != 0 {
+			if t, err := os.Readlink(p); err == nil && !utf8.ValidString(t) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 10 {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(bad))
+	for i, p := range bad {
+		quoted[i] = strconv.Quote(p)
+	}
+	e := messages.Errorf(messages.CodeInvalidPath, "%s holds names that are not valid UTF-8, e.g. %s: nothing imported (rename them first)", hostDir, quoted[0])
+	e.Details = map[string]any{"paths": quoted}
+	return e
 }
 
 func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
