@@ -903,7 +903,7 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 				off = rapid.IntRange(size, size+ChunkSize+100).Draw(t, "off")
 			default:
 				// Far past the end: a hole of many chunks.
-				off = rapid.IntRange(size, sparseMax).Draw(t, "off")
+				off = rapid.IntRange(size, max(size, sparseMax)).Draw(t, "off")
 			}
 			if off < sparseMax-ChunkSize {
 				off = min(off, 250<<10)
