@@ -36,6 +36,9 @@ type Handler struct {
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
+	// objects and maxReply are set in a fleet (UseObjects, objects.go).
+	objects  Objects
+	maxReply int
 }
 
 // OnChange registers fn to run after every successful mutating request on
@@ -185,6 +188,10 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 		rep.Error = ToError(fmt.Errorf("encode result: %w", err))
 		return rep
 	}
+	if h.maxReply > 0 && len(b) > h.maxReply {
+		rep.Error = h.tooLarge("the "+string(req.Op)+" result", int64(len(b)))
+		return rep
+	}
 	rep.Result = b
 	return rep
 }
@@ -287,6 +294,15 @@ func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struc
 }
 
 func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
+		return nil, err
+	}
+	if h.objects != nil {
+		if a.Object != "" {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "vault.export names its own object; it takes no args through a fleet")
+		}
+		return h.exportObject(ctx, req)
+	}
 	if a.File == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "export needs a file")
 	}
@@ -298,6 +314,12 @@ func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messa
 }
 
 func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
+		return nil, err
+	}
+	if h.objects != nil {
+		return h.importObject(ctx, req, a.Object)
+	}
 	if a.File == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
 	}
@@ -325,7 +347,14 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}, meta(ctx, req))
+	o := vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}
+	if err := h.transferArgs(req.Op, "", a.ContentObject); err != nil {
+		return nil, err
+	}
+	if a.ContentObject != "" {
+		return h.writeObject(ctx, req, a, o)
+	}
+	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, o, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -334,6 +363,17 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 
 func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
 	start := time.Now()
+	for _, f := range a.Files {
+		if err := h.transferArgs(req.Op, "", f.ContentObject); err != nil {
+			return nil, err
+		}
+		if f.ContentObject != "" {
+			if err := objectOf(req, f.ContentObject); err != nil {
+				return nil, err
+			}
+			defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, f.ContentObject)
+		}
+	}
 	var out messages.BatchResult
 	err := h.vault(req).Update(ctx, meta(ctx, req), func(tx *vault.Tx) error {
 		out = messages.BatchResult{}
@@ -360,11 +400,12 @@ func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messag
 				}
 				out.Files++
 			case "file", "":
-				if _, err := tx.WriteFile(f.Path, f.Content, vault.WriteOptions{Mode: mode, Parents: true}); err != nil {
+				r, err := h.batchFile(ctx, req, tx, f, vault.WriteOptions{Mode: mode, Parents: true})
+				if err != nil {
 					return err
 				}
 				out.Files++
-				out.Bytes += int64(len(f.Content))
+				out.Bytes += r.Size
 			default:
 				return messages.Errorf(messages.CodeInvalidArgument, "%s: unknown type %q", f.Path, f.Type)
 			}
@@ -405,7 +446,18 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
-func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {
+func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.CatArgs) (any, error) {
+	if h.maxReply > 0 {
+		// Content that cannot fit a reply is never read into memory:
+		// it goes through the transfer bucket, or is refused at once.
+		e, err := h.vault(req).Stat(ctx, a.Path)
+		if err == nil && e.Kind == vault.KindFile && e.Size > int64(h.maxReply) {
+			if !a.Object {
+				return nil, h.tooLarge(e.Path, e.Size)
+			}
+			return h.catObject(ctx, req, a)
+		}
+	}
 	data, e, err := h.vault(req).ReadFile(ctx, a.Path)
 	if err != nil {
 		return nil, err
@@ -417,6 +469,12 @@ func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.Path
 	} else {
 		s := base64.StdEncoding.EncodeToString(data)
 		out.ContentBase64 = &s
+	}
+	if n, ok := h.catFits(out); !ok {
+		if !a.Object {
+			return nil, h.tooLarge("the file.cat result", n)
+		}
+		return h.catObject(ctx, req, a)
 	}
 	return out, nil
 }

@@ -42,6 +42,10 @@ const (
 	OpApprovalShow  Op = "approval.show"
 	OpPolicyCheck   Op = "policy.check"
 
+	// OpTransferOpen makes sure the namespace's transfer bucket exists
+	// before a caller puts content in it (fleet only).
+	OpTransferOpen Op = "transfer.open"
+
 	// OpMountStart asks the vault's owner to serve it as a FUSE mount
 	// at a directory of its own machine (`avfs mount` through a
 	// fleet); OpMountStop ends that mount.
@@ -54,7 +58,7 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true
@@ -63,7 +67,7 @@ func (o Op) Mutating() bool {
 // NeedsVault reports whether op addresses one existing vault.
 func (o Op) NeedsVault() bool {
 	switch o {
-	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck:
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true

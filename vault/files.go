@@ -113,6 +113,27 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 
 // WriteFile writes data to the file at p, creating it if needed.
 func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, error) {
+	size := func(old int64) int64 {
+		if o.Append {
+			return old + int64(len(data))
+		}
+		return int64(len(data))
+	}
+	return t.putFile(p, o, size, func(n *node, existed bool) error {
+		if o.Append && existed {
+			return t.rewrite(n, n.size, data, n.size+int64(len(data)))
+		}
+		list, err := t.storeContent(data)
+		n.chunks, n.size, n.lazy = list, int64(len(data)), false
+		return err
+	})
+}
+
+// putFile creates or changes the file at p: size gives its new size
+// from its old one (0 for a new file), set stores its content in n (the
+// new node, or the existing one made writable; existed tells which),
+// after the quota allowed that size.
+func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
 	const op = "write"
 	comps, err := CleanPath(p)
 	if err != nil {
@@ -126,9 +147,10 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	if err != nil {
 		return WriteResult{}, err
 	}
+	exists := len(all) == len(comps)+1
 	var parent []*node
 	if o.Parents {
-		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, int64(len(data)), 1, all)
+		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, size(0), 1, all)
 	} else {
 		parent, err = resolved(op, p, all, len(comps)-1)
 	}
@@ -140,21 +162,21 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		return WriteResult{}, pathErr(op, p, ErrNotDir)
 	}
 	name := comps[len(comps)-1]
-	exists := len(all) == len(comps)+1
 	clean := JoinPath(comps)
 	if !exists {
 		mode := o.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := t.checkQuota(int64(len(data)), 1, 0, int64(len(data))); err != nil {
+		newSize := size(0)
+		if err := t.checkQuota(newSize, 1, 0, newSize); err != nil {
 			return WriteResult{}, pathErr(op, clean, err)
 		}
-		list, err := t.storeContent(data)
-		if err != nil {
+		n := &node{kind: KindFile, mode: uint32(mode), size: newSize}
+		if err := set(n, false); err != nil {
 			return WriteResult{}, err
 		}
-		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindFile, mode: uint32(mode), size: int64(len(data)), chunks: list})
+		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n)
 		if err != nil {
 			return WriteResult{}, err
 		}
@@ -171,27 +193,19 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	case KindSymlink:
 		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
 	}
-	off, size := int64(0), int64(len(data))
-	if o.Append {
-		off, size = n.size, n.size+int64(len(data))
-	}
+	newSize := size(n.size)
 	chain := append(parent, n)
-	err = t.changeFile(op, clean, chain, comps, size, func(n *node) error {
+	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
 		if o.Mode != 0 {
 			n.mode = uint32(o.Mode.Perm())
 		}
-		if o.Append {
-			return t.rewrite(n, off, data, size)
-		}
-		list, err := t.storeContent(data)
-		n.chunks, n.size, n.lazy = list, size, false
-		return err
+		return set(n, true)
 	})
 	if err != nil {
 		return WriteResult{}, err
 	}
-	t.audit("file.write", clean, map[string]any{"size": size, "append": o.Append})
-	return WriteResult{Path: clean, Size: size, Created: false}, nil
+	t.audit("file.write", clean, map[string]any{"size": newSize, "append": o.Append})
+	return WriteResult{Path: clean, Size: newSize, Created: false}, nil
 }
 
 // changeFile applies fn to the file at the end of chain after checking that

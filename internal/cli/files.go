@@ -1,9 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
@@ -42,14 +44,9 @@ func (a *app) fileCmds() []*cobra.Command {
 			args2.Path = args[0]
 			if len(args) == 2 {
 				args2.Content = []byte(args[1])
-			} else {
-				b, err := io.ReadAll(a.stdin)
-				if err != nil {
-					return err
-				}
-				args2.Content = b
+				return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
 			}
-			return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
+			return a.writeFrom(cmd, v, args2, a.stdin)
 		}),
 	}
 	write.Flags().BoolVar(&w.Append, "append", false, "append instead of replacing")
@@ -59,7 +56,14 @@ func (a *app) fileCmds() []*cobra.Command {
 	cat := &cobra.Command{
 		Use: "cat PATH", Short: "Print a file", Args: cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
-			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.PathArgs{Path: args[0]})
+			fc, err := a.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if fc != nil {
+				return a.catFleet(cmd, fc, v, args[0])
+			}
+			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.CatArgs{Path: args[0]})
 		}),
 	}
 	var ls messages.LsArgs
@@ -166,17 +170,35 @@ const (
 
 func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	start := time.Now()
+	ctx := cmd.Context()
+	fc, err := a.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	// Through a fleet, a batch must fit one message, and a file that
+	// would not is uploaded on its own and named in the batch.
+	maxBatch, maxInline := batchBytes, math.MaxInt
+	if fc != nil {
+		maxBatch = min(maxBatch, fc.MaxInline()/2)
+		maxInline = maxBatch
+	}
 	var total messages.BatchResult
 	var batch messages.WriteBatchArgs
 	var size int
+	objects := false
 	flush := func() error {
 		if len(batch.Files) == 0 {
 			return nil
 		}
 		var r messages.BatchResult
-		if _, err := a.do(cmd.Context(), messages.OpWriteBatch, v, batch, &r); err != nil {
+		bctx := ctx
+		if objects {
+			bctx = client.ViaIntake(ctx)
+		}
+		if _, err := a.do(bctx, messages.OpWriteBatch, v, batch, &r); err != nil {
 			return err
 		}
+		objects = false
 		total.Files += r.Files
 		total.Dirs += r.Dirs
 		total.Bytes += r.Bytes
@@ -217,13 +239,20 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 				return err
 			}
 			f.Type, f.Target, f.Mode = "symlink", t, ""
+		case d.Type().IsRegular() && info.Size() > int64(maxInline):
+			name, err := a.uploadFile(ctx, fc, v, p, info.Size())
+			if err != nil {
+				return err
+			}
+			f.Type, f.ContentObject = "file", name
+			objects = true
 		case d.Type().IsRegular():
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
 			f.Type, f.Content = "file", b
-			if size+len(b) > batchBytes {
+			if size+len(b) > maxBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -236,7 +265,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 			return nil
 		}
 		batch.Files = append(batch.Files, f)
-		if len(batch.Files) >= batchFiles {
+		// A batch naming an object goes at once: uploads wait in the
+		// transfer bucket, which has a size limit, not in a queue here.
+		if objects || len(batch.Files) >= batchFiles {
 			return flush()
 		}
 		return nil
@@ -349,4 +380,20 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 	fmt.Fprintln(a.stderr)
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// uploadFile puts host file p in the transfer bucket for vault v.
+func (a *app) uploadFile(ctx context.Context, fc *client.Client, v, p string, size int64) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	pr := a.bytesProgress("uploading "+filepath.Base(p), size)
+	name, err := fc.Upload(ctx, a.cfg.Namespace, v, f, pr.report)
+	pr.end()
+	if err != nil {
+		return "", &requestError{toErr(err)}
+	}
+	return name, nil
 }
