@@ -45,6 +45,12 @@ const (
 	// OpTransferOpen makes sure the namespace's transfer bucket exists
 	// before a caller puts content in it (fleet only).
 	OpTransferOpen Op = "transfer.open"
+
+	// OpMountStart asks the vault's owner to serve it as a FUSE mount
+	// at a directory of its own machine (`avfs mount` through a
+	// fleet); OpMountStop ends that mount.
+	OpMountStart Op = "mount.start"
+	OpMountStop  Op = "mount.stop"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the

@@ -211,3 +211,24 @@ type AuditEvent struct {
 type AuditResult struct {
 	Events []AuditEvent `json:"events"`
 }
+
+// MountArgs: mount.start and mount.stop.
+type MountArgs struct {
+	// Dir is the absolute path of an existing directory on the owner's
+	// machine.
+	Dir      string `json:"dir"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+	// Machine identifies the caller's machine (/etc/machine-id, else
+	// the host name): an owner on another machine refuses mount.start,
+	// as it cannot mount there.
+	Machine string `json:"machine,omitempty"`
+}
+
+// MountResult: mount.start and mount.stop.
+type MountResult struct {
+	Dir       string `json:"mountpoint"`
+	Namespace string `json:"namespace"`
+	Vault     string `json:"vault"`
+	ReadOnly  bool   `json:"readonly"`
+	Worker    string `json:"worker"`
+}

@@ -108,6 +108,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if errno != 0 {
 		return nil, errno
 	}
+	if name == d.m.panicOn && name != "" {
+		panic("injected fault: lookup of " + name)
+	}
 	e, errno := d.m.lookup(d.m.ctx, de, name)
 	if errno != 0 {
 		return nil, errno
@@ -485,4 +488,46 @@ func (f *fileNode) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn 
 		return 0, errno
 	}
 	return uint32(got), 0
+}
+
+var _ = (fs.NodeLseeker)((*fileNode)(nil))
+
+// Lseek answers SEEK_DATA and SEEK_HOLE from the vault's chunk list, so
+// that cp --sparse and tar -S skip holes instead of reading zeros. A file
+// with buffered changes is all data until they are committed.
+func (f *fileNode) Lseek(ctx context.Context, fh fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	m := f.m
+	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
+		return 0, syscall.EINVAL // the kernel seeks the others itself
+	}
+	e := f.entryOf(fh)
+	if e == nil {
+		return 0, errGone
+	}
+	m.mu.Lock()
+	size, dirty := e.size, e.data != nil && e.data.dirty
+	m.mu.Unlock()
+	if int64(off) >= size {
+		return 0, syscall.ENXIO
+	}
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	p, errno := m.path(e)
+	if dirty || errno != 0 {
+		if whence == unix.SEEK_DATA {
+			return off, 0
+		}
+		return uint64(size), 0
+	}
+	if err := m.flushHeld(m.ctx); err != nil {
+		return 0, m.errno("lseek", p, err)
+	}
+	at, ok, err := m.v.Seek(m.ctx, p, int64(off), whence == unix.SEEK_HOLE)
+	switch {
+	case err != nil:
+		return 0, m.errno("lseek", p, err)
+	case !ok:
+		return 0, syscall.ENXIO
+	}
+	return uint64(at), 0
 }

@@ -521,7 +521,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		m.uncacheLocked(e)
 	}
 	m.mu.Unlock()
-	d.committed(now.UnixNano())
+	m.account(d, func() { d.committed(now.UnixNano()) })
 	m.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
@@ -540,7 +540,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 // discardLocked drops d's buffered changes and makes the kernel drop the
 // pages and attributes it got from them. Caller holds d.mu.
 func (m *Mount) discardLocked(e *entry, d *fileData) {
-	d.revert()
+	m.account(d, d.revert)
 	m.mu.Lock()
 	e.dropCache = true
 	e.size = d.size
@@ -575,8 +575,22 @@ func (d *fileData) apply(tx *vault.Tx, p string) error {
 	return nil
 }
 
+// maxBuffered bounds the writes buffered in all files together, in
+// multiples of MaxDirty: past it, each write commits its file.
+const maxBuffered = 4
+
+// account runs fn, which changes d's buffered bytes, and counts the
+// change in m.buffered. Caller holds d.mu.
+func (m *Mount) account(d *fileData, fn func()) {
+	before := d.dirtyBytes
+	fn()
+	m.buffered.Add(d.dirtyBytes - before)
+}
+
 // write buffers data at off of the file behind h, committing early when
-// the buffer grows past MaxDirty.
+// its buffer grows past MaxDirty, or all files' past maxBuffered times
+// that. An unlinked file's writes, which go nowhere, fail with ENOSPC
+// past maxOrphan.
 func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) syscall.Errno {
 	if m.ro {
 		return syscall.EROFS
@@ -594,14 +608,19 @@ func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) sy
 		d.mu.Unlock()
 		return errno
 	}
-	d.write(off, data)
+	if d.orphan && d.dirtyBytes+int64(len(data)) > maxOrphan {
+		// Its writes go nowhere but memory: bounded like its content.
+		d.mu.Unlock()
+		return syscall.ENOSPC
+	}
+	m.account(d, func() { d.write(off, data) })
 	now := time.Now().UnixNano()
 	m.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now, now
 	m.setDirtyLocked(e, d, !d.orphan)
 	m.mu.Unlock()
-	over := d.dirtyBytes > m.maxDirty && !d.orphan
+	over := !d.orphan && (d.dirtyBytes > m.maxDirty || m.buffered.Load() > maxBuffered*m.maxDirty)
 	d.mu.Unlock()
 	if over {
 		if err := m.commit(ctx, e); err != nil {
@@ -692,7 +711,8 @@ func (m *Mount) truncate(ctx context.Context, e *entry, in *fs.Inode, size int64
 		d.mu.Unlock()
 		return errno
 	}
-	changed := d.truncate(size)
+	var changed bool
+	m.account(d, func() { changed = d.truncate(size) })
 	if changed {
 		now := time.Now().UnixNano()
 		m.mu.Lock()

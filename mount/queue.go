@@ -236,9 +236,10 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var reserved inoPool
 	fnFailed := false
 	var err error
+	var seq int64
 	for {
 		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
-			reserved = inoPool{}
+			reserved, seq = inoPool{}, tx.Seq()
 			var wrote time.Time
 			for _, op := range ops {
 				if f.e != nil && op.op == opCreate && op.e == f.e {
@@ -271,6 +272,7 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var qe *queuedError
 	switch {
 	case err == nil:
+		m.fol.mine(seq)
 		m.createdLocked(ops)
 		m.q.mu.Lock()
 		if reserved.end != 0 {
@@ -285,7 +287,13 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
-		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error { return fn(tx, time.Time{}) })
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+			seq = tx.Seq()
+			return fn(tx, time.Time{})
+		})
+		if err == nil {
+			m.fol.mine(seq)
+		}
 	case len(ops) > 0:
 		m.q.mu.Lock()
 		m.q.ops = append(ops, m.q.ops...)

@@ -123,8 +123,8 @@ func copyChunks(ctx context.Context, c *sql.Conn, nodes, src, dst string) error 
 			rows.Close()
 			return err
 		}
-		for i := 0; i+hashLen <= len(list); i += hashLen {
-			seen[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
+		for h := range contentHashes(list) {
+			seen[h] = struct{}{}
 		}
 	}
 	rows.Close()

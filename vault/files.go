@@ -26,6 +26,9 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
+		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
+	}
 	// Limits are at most MaxQuotaMB<<20 (2^60) and MaxQuotaFiles (2^60)
 	// (Quota.Validate), and usage and growth are sizes of real data, so
 	// comparing by subtraction cannot overflow.

@@ -26,14 +26,16 @@ func (t *Tx) storedBytes() (int64, error) {
 		if err := rows.Scan(&size, &list); err != nil {
 			return 0, err
 		}
-		for i := int64(0); i*hashLen < int64(len(list)); i++ {
-			var h [hashLen]byte
-			copy(h[:], list[i*hashLen:])
+		for idx, r := range records(list) {
+			if _, hole := holeRun(r); hole {
+				continue
+			}
+			h := [hashLen]byte(r)
 			if _, ok := seen[h]; ok {
 				continue
 			}
 			seen[h] = struct{}{}
-			total += min(ChunkSize, size-i*ChunkSize)
+			total += min(ChunkSize, size-idx*ChunkSize)
 		}
 	}
 	return total, rows.Err()
@@ -80,8 +82,8 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 				rows.Close()
 				return st, err
 			}
-			for i := 0; i+hashLen <= len(list); i += hashLen {
-				used[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
+			for h := range contentHashes(list) {
+				used[h] = struct{}{}
 			}
 		}
 		rows.Close()

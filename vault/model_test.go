@@ -276,6 +276,10 @@ func content(seed, n int) []byte {
 	return b
 }
 
+// sparseMax bounds the offsets and sizes that make holes of many chunks:
+// the model keeps every byte.
+const sparseMax = 1 << 20
+
 func genSize(t *rapid.T, label string) int {
 	switch rapid.IntRange(0, 9).Draw(t, label+"-class") {
 	case 0:
@@ -888,19 +892,27 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 			p := pickFile(t, mv.tree, "path")
 			size := len(mv.tree[p].data)
 			var off int
-			switch rapid.IntRange(0, 3).Draw(t, "off-class") {
+			switch rapid.IntRange(0, 4).Draw(t, "off-class") {
 			case 0:
 				off = rapid.IntRange(0, size).Draw(t, "off")
 			case 1:
 				off = rapid.IntRange(ChunkSize-40, ChunkSize+40).Draw(t, "off")
 			case 2:
 				off = rapid.IntRange(2*ChunkSize-40, 2*ChunkSize+40).Draw(t, "off")
-			default:
+			case 3:
 				off = rapid.IntRange(size, size+ChunkSize+100).Draw(t, "off")
+			default:
+				// Far past the end: a hole of many chunks.
+				off = rapid.IntRange(size, max(size, sparseMax)).Draw(t, "off")
 			}
-			off = min(off, 250<<10)
+			if off < sparseMax-ChunkSize {
+				off = min(off, 250<<10)
+			}
 			n := rapid.OneOf(rapid.IntRange(0, 100), rapid.IntRange(ChunkSize-20, ChunkSize+20)).Draw(t, "len")
 			data := content(rapid.IntRange(0, 4).Draw(t, "seed"), n)
+			if rapid.IntRange(0, 5).Draw(t, "zeros") == 0 {
+				data = make([]byte, n) // stored as holes
+			}
 			_, err := v.WriteAt(ctx, p, int64(off), data, Meta{})
 			want := apply(mv, func(m mtree) error { return mWriteAt(m, mv.q, p, off, data) })
 			checkErr(t, fmt.Sprintf("WriteAt(%s, %d, %d bytes)", p, off, len(data)), err, want)
@@ -909,7 +921,7 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 			_, mv, v := st.pick(t)
 			p := pickFile(t, mv.tree, "path")
 			cur := len(mv.tree[p].data)
-			size := rapid.OneOf(rapid.IntRange(0, cur), rapid.IntRange(cur, cur+2*ChunkSize),
+			size := rapid.OneOf(rapid.IntRange(0, cur), rapid.IntRange(cur, cur+2*ChunkSize), rapid.IntRange(cur, max(cur, sparseMax)),
 				rapid.SampledFrom([]int{0, ChunkSize - 1, ChunkSize, ChunkSize + 1, 2 * ChunkSize})).Draw(t, "size")
 			err := v.Truncate(ctx, p, int64(size), Meta{})
 			want := apply(mv, func(m mtree) error { return mTruncate(m, mv.q, p, size) })

@@ -55,10 +55,10 @@ type node struct {
 	mtime  int64
 	ctime  int64
 	target string
-	chunks []byte // concatenated SHA-256 hashes, one per ChunkSize of content
+	chunks []byte // the chunk list: content hashes and holes (chunklist.go)
 
 	// lazy: the chunk list was left in the database (a path walk loads
-	// long lists only on demand, see lazyListBytes); chunks is nil. Reads
+	// long dense lists only on demand, see lazyListBytes); chunks is nil. Reads
 	// fetch the hashes they need by range, and a change to a range is kept
 	// in splice until updateNode splices it into the stored list.
 	lazy   bool
@@ -83,16 +83,20 @@ type splice struct {
 }
 
 // setLazy marks n lazy when its chunk list was not loaded: a non-empty
-// file always has one (nchunks(size) hashes).
+// file always has one, and a walk leaves out dense ones only.
 func (n *node) setLazy() { n.lazy = n.kind == KindFile && n.chunks == nil && n.size > 0 }
 
-// hashes returns the hashes of chunks [from, to) of file n.
+// hashes returns the records that cover chunks [from, to) of file n (see
+// chunklist.go), one per chunk if the list is dense.
 func (t *Tx) hashes(n *node, from, to int64) ([]byte, error) {
 	if from >= to {
 		return nil, nil
 	}
 	if !n.lazy {
-		return n.chunks[from*hashLen : to*hashLen], nil
+		if dense(n.chunks, n.size) {
+			return n.chunks[from*hashLen : to*hashLen], nil
+		}
+		return cutList(n.chunks, from, to), nil
 	}
 	if n.splice != nil {
 		return nil, fmt.Errorf("node %d: chunk list read before its change was stored", n.id)

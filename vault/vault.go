@@ -44,6 +44,10 @@ type Vault struct {
 // each call, which fails with ErrVaultNotFound if it does not.
 func (s *Store) Vault(ns, name string) *Vault { return &Vault{s: s, namespace: ns, name: name} }
 
+// MaxFileSize is the largest size a file may reach in the store's vaults
+// (Options.MaxFileSize), whatever the vault's quota.
+func (v *Vault) MaxFileSize() int64 { return v.s.maxFileSize }
+
 // Name is the vault's name.
 func (v *Vault) Name() string { return v.name }
 

@@ -24,9 +24,11 @@ import (
 const maxJoinWalk = 16
 
 // finalCols are the columns of the node a walk names, as scanFinal reads
-// them; %[1]d is the node's alias number. Chunk lists longer than ?2 bytes
-// are left out (see node.lazy).
-const finalCols = `n%[1]d.id, n%[1]d.vault, n%[1]d.epoch, n%[1]d.ino, n%[1]d.kind, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, CASE WHEN length(n%[1]d.chunks) <= ?2 THEN n%[1]d.chunks END`
+// them; %[1]d is the node's alias number. Dense chunk lists longer than
+// ?2 bytes are left out (see node.lazy); a list with hole runs is always
+// loaded, as its records cannot be found by position.
+var finalCols = `n%[1]d.id, n%[1]d.vault, n%[1]d.epoch, n%[1]d.ino, n%[1]d.kind, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, ` +
+	fmt.Sprintf(`CASE WHEN length(n%%[1]d.chunks) <= ?2 OR length(n%%[1]d.chunks) < (n%%[1]d.size + %d) / %d * %d THEN n%%[1]d.chunks END`, ChunkSize-1, ChunkSize, hashLen)
 
 const nFinalCols = 11
 

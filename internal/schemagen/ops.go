@@ -58,6 +58,9 @@ var ops = []opSpec{
 	{messages.OpPolicyCheck, typ[messages.PolicyCheckArgs](), typ[messages.PolicyCheckResult]()},
 
 	{messages.OpTransferOpen, nil, typ[messages.TransferOpenResult]()},
+
+	{messages.OpMountStart, typ[messages.MountArgs](), typ[messages.MountResult]()},
+	{messages.OpMountStop, typ[messages.MountArgs](), typ[messages.MountResult]()},
 }
 
 // scope says what the vault token of an op's subject names.
