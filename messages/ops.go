@@ -24,6 +24,8 @@ const (
 	OpMv         Op = "file.mv"
 	OpCp         Op = "file.cp"
 	OpReadTree   Op = "file.read_tree"
+	OpImportDir  Op = "file.import_dir"
+	OpExportDir  Op = "file.export_dir"
 
 	OpCheckpointSave    Op = "checkpoint.save"
 	OpCheckpointList    Op = "checkpoint.list"
@@ -47,7 +49,7 @@ const (
 // vault's request log for idempotent redelivery.
 func (o Op) Mutating() bool {
 	switch o {
-	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
+	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
 		return false
 	}

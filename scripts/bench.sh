@@ -4,7 +4,10 @@
 # this after building bin/avfs. Figures go to stdout; nothing is written
 # into the repository. BENCHMARKS.md says how to read them.
 #
-#   scripts/bench.sh [--go-only | --compare-only]
+#   scripts/bench.sh [--go-only | --compare-only | --cli-only]
+#
+# --cli-only runs the comparison on the 10,000-file tree and skips the mount
+# and parallel-attempt workloads.
 #
 # Environment:
 #   BENCHTIME   go test -benchtime (default 1s)
@@ -25,11 +28,13 @@ size=20000
 
 run_go=1
 run_compare=1
+run_workloads=1
 case "${1:-}" in
 "") ;;
 --go-only) run_compare=0 ;;
 --compare-only) run_go=0 ;;
-*) echo "usage: $0 [--go-only | --compare-only]" >&2; exit 2 ;;
+--cli-only) run_go=0 run_workloads=0 ;;
+*) echo "usage: $0 [--go-only | --compare-only | --cli-only]" >&2; exit 2 ;;
 esac
 
 echo "# avfs benchmarks"
@@ -143,6 +148,19 @@ rm -rf "$work/repo" "$work/wt0"
 home=$work/home
 "$avfs" --home "$home" vault create base --json >/dev/null
 import_t=$(timed "$avfs" --home "$home" --vault base import "$work/host" --json)
+# More imports (each into a new vault: content is deduplicated, so the
+# rows are written again but no chunk is) and exports of the whole tree.
+imp_t=("$import_t")
+exp_t=()
+for i in $(seq "$big_reps"); do
+	[ "$i" = 1 ] || {
+		"$avfs" --home "$home" vault create "imp$i" --json >/dev/null
+		imp_t+=("$(timed "$avfs" --home "$home" --vault "imp$i" import "$work/host" --json)")
+	}
+	exp_t+=("$(timed "$avfs" --home "$home" --vault base export / "$work/exp$i" --json)")
+	[ "$i" = 1 ] && { diff -r "$work/host" "$work/exp1" >/dev/null || { echo "bench: export differs from the host tree" >&2; exit 1; }; }
+	rm -rf "$work/exp$i"
+done
 start_t=()
 fork_wall=()
 fork_inproc=()
@@ -172,6 +190,8 @@ fw_m=$(median "${fork_wall[@]}")
 fi_m=$(median "${fork_inproc[@]}")
 save_m=$(median "${save_t[@]}")
 restore_m=$(median "${restore_t[@]}")
+imp_m=$(median "${imp_t[@]}")
+exp_m=$(median "${exp_t[@]}")
 
 echo
 echo "host tree: $host_bytes bytes; avfs home after import, $reps forks, $(( reps * 2 )) checkpoint steps: $store_bytes bytes"
@@ -189,11 +209,16 @@ row "vault fork (CLI process, wall)" "$fw_m" "git worktree add --detach" "$wt_m"
 row "checkpoint save, 10 files changed (CLI, wall)" "$save_m" "git add -A && git commit" "$gsave_m"
 row "checkpoint save, 10 files changed (CLI, wall)" "$save_m" "cp -r" "$cp_m"
 row "checkpoint restore, 10 files changed (CLI, wall)" "$restore_m" "git reset --hard" "$grestore_m"
-row "import of the host tree (CLI, wall, 1 run)" "$import_t" "cp -r" "$cp_m"
+row "import of the host tree (CLI, wall)" "$imp_m" "cp -r" "$cp_m"
+row "export of the whole vault (CLI, wall)" "$exp_m" "cp -r" "$cp_m"
 printf "$fmt" "CLI start alone (avfs version, wall)" "$(ms "$start_m")" "" "" ""
+printf "$fmt" "vault fork over CLI start (wall)" "$(ms $(( fw_m - start_m )))" "" "" ""
 echo
 echo "raw (µs): cp ${cp_t[*]} | worktree ${wt_t[*]} | git save ${gsave_t[*]} | git reset ${grestore_t[*]}"
 echo "raw (µs): fork in-process ${fork_inproc[*]} | fork wall ${fork_wall[*]} | save ${save_t[*]} | restore ${restore_t[*]} | version ${start_t[*]}"
+echo "raw (µs): import ${imp_t[*]} | export ${exp_t[*]}"
+
+[ "$run_workloads" = 1 ] || exit 0
 
 # Mount workloads against native (DESIGN.md §2) and the exec overhead
 # (§7): its own temporary directory, vaults and mounts, about 2 minutes.

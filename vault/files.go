@@ -72,6 +72,11 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 // create adds n as entry name of the directory at the end of parent (whose
 // path components are pcomps), after the quota check.
 func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, n *node) (*node, error) {
+	return t.createAt(op, p, parent, pcomps, name, n, t.now)
+}
+
+// createAt is create with n's mtime set to mtime (nanoseconds).
+func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string, n *node, mtime int64) (*node, error) {
 	var addBytes int64
 	if n.kind == KindFile {
 		addBytes = n.size
@@ -83,7 +88,7 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 		return nil, err
 	}
 	dir := parent[len(parent)-1]
-	n.ino, n.mtime, n.ctime = t.newIno(), t.now, t.now
+	n.ino, n.mtime, n.ctime = t.newIno(), mtime, t.now
 	if _, err := t.insertNode(n); err != nil {
 		return nil, err
 	}

@@ -25,10 +25,13 @@ type Info struct {
 	Dirs        int64     `json:"dirs"`
 	Bytes       int64     `json:"bytes"`
 	StoredBytes int64     `json:"stored_bytes"`
-	Checkpoints int64     `json:"checkpoints"`
-	Parent      *string   `json:"parent"`
-	Quota       Quota     `json:"quota"`
-	Worker      string    `json:"worker"`
+	// StoredKnown says StoredBytes was computed: Info does, Fork does not
+	// (it would walk the whole tree).
+	StoredKnown bool    `json:"-"`
+	Checkpoints int64   `json:"checkpoints"`
+	Parent      *string `json:"parent"`
+	Quota       Quota   `json:"quota"`
+	Worker      string  `json:"worker"`
 }
 
 // Vault is a handle on one named vault in a Store. It is cheap: it holds
@@ -149,7 +152,7 @@ func (t *Tx) info(stored bool) (Info, error) {
 		return in, nil
 	}
 	sb, err := t.storedBytes()
-	in.StoredBytes = sb
+	in.StoredBytes, in.StoredKnown = sb, err == nil
 	return in, err
 }
 
@@ -209,7 +212,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// ForkResult is what Fork returns. Its Info leaves StoredBytes zero.
+// ForkResult is what Fork returns. Its Info leaves StoredBytes unknown.
 type ForkResult struct {
 	Info     Info          `json:"vault"`
 	Source   string        `json:"source"`

@@ -162,7 +162,32 @@ const (
 	batchFiles = 2000
 )
 
+// hostDirOp runs a whole-tree import or export served where the CLI runs:
+// in-process, or by an `avfs serve` on this home, which sees the same
+// host paths. It reports false when the CLI talks to a fleet elsewhere
+// (--nats), where only requests travel.
+func (a *app) hostDirOp(cmd *cobra.Command, op messages.Op, v, hostDir, vaultPath string) (bool, error) {
+	if a.cfg.NATS.URL != "" {
+		return false, nil
+	}
+	abs, err := filepath.Abs(hostDir)
+	if err != nil {
+		return true, err
+	}
+	var r messages.BatchResult
+	if _, err := a.do(cmd.Context(), op, v, messages.HostDirArgs{HostDir: abs, Path: vaultPath}, &r); err != nil {
+		return true, err
+	}
+	return true, a.emit(r)
+}
+
+// importTree copies hostDir into the vault: in one transaction where the
+// serving process sees hostDir, else in batches of requests (which a
+// failure can stop half way).
 func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
+	if done, err := a.hostDirOp(cmd, messages.OpImportDir, v, hostDir, dst); done {
+		return err
+	}
 	start := time.Now()
 	var total messages.BatchResult
 	var batch messages.WriteBatchArgs
@@ -248,6 +273,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 }
 
 func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
+	if done, err := a.hostDirOp(cmd, messages.OpExportDir, v, hostDir, src); done {
+		return err
+	}
 	start := time.Now()
 	var total messages.BatchResult
 	if err := os.MkdirAll(hostDir, 0o755); err != nil {

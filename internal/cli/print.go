@@ -103,7 +103,11 @@ func printVault(w io.Writer, v messages.VaultInfo) {
 	}
 	fmt.Fprintf(w, "vault\t%s/%s\n", v.Namespace, v.Name)
 	fmt.Fprintf(w, "files\t%d (%d dirs)\n", v.Files, v.Dirs)
-	fmt.Fprintf(w, "bytes\t%d (stored %d)\n", v.Bytes, v.StoredBytes)
+	if v.StoredBytes != nil {
+		fmt.Fprintf(w, "bytes\t%d (stored %d)\n", v.Bytes, *v.StoredBytes)
+	} else {
+		fmt.Fprintf(w, "bytes\t%d\n", v.Bytes)
+	}
 	fmt.Fprintf(w, "checkpoints\t%d\n", v.Checkpoints)
 	if v.Parent != nil {
 		fmt.Fprintf(w, "parent\t%s\n", *v.Parent)

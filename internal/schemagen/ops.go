@@ -39,6 +39,8 @@ var ops = []opSpec{
 	{messages.OpMv, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpCp, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpReadTree, typ[messages.ReadTreeArgs](), typ[messages.ReadTreeResult]()},
+	{messages.OpImportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
+	{messages.OpExportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
 
 	{messages.OpCheckpointSave, typ[messages.CheckpointArgs](), typ[messages.CheckpointResult]()},
 	{messages.OpCheckpointList, nil, typ[messages.CheckpointListResult]()},
