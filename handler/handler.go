@@ -3,7 +3,6 @@ package handler
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -105,6 +103,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpQuotaSet:          bind(h.quotaSet),
 		messages.OpAudit:             bind(h.audit),
 	}
+	h.historyOps()
 	return h
 }
 
@@ -385,15 +384,7 @@ func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.Path
 	if err != nil {
 		return nil, err
 	}
-	out := messages.CatResult{Path: e.Path, Size: e.Size}
-	if utf8.Valid(data) {
-		s := string(data)
-		out.Content = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(data)
-		out.ContentBase64 = &s
-	}
-	return out, nil
+	return catResult(e.Path, data), nil
 }
 
 func (h *Handler) stat(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {

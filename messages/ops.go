@@ -33,6 +33,15 @@ const (
 	OpCheckpointDelete  Op = "checkpoint.delete"
 	OpCheckpointDiff    Op = "checkpoint.diff"
 
+	OpHistoryLog      Op = "history.log"
+	OpHistoryCat      Op = "history.cat"
+	OpHistoryCheckout Op = "history.checkout"
+	OpHistoryRevert   Op = "history.revert"
+	OpHistoryDiff     Op = "history.diff"
+	OpHistoryPrune    Op = "history.prune"
+	OpHistoryGet      Op = "history.get"
+	OpHistorySet      Op = "history.set"
+
 	OpQuotaGet Op = "quota.get"
 	OpQuotaSet Op = "quota.set"
 	OpAudit    Op = "audit.query"
@@ -50,7 +59,7 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
 		return false
 	}
 	return true

@@ -157,6 +157,9 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		if err != nil {
 			return WriteResult{}, err
 		}
+		if err := t.recordVersion(clean, n.id); err != nil {
+			return WriteResult{}, err
+		}
 		t.audit("file.write", clean, map[string]any{"size": n.size, "created": true})
 		return WriteResult{Path: clean, Size: n.size, Created: true}, nil
 	}
@@ -210,7 +213,10 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int
 	}
 	n.mtime, n.ctime = t.now, t.now
 	t.v.bytes += n.size - oldSize
-	return t.updateNode(n)
+	if err := t.updateNode(n); err != nil {
+		return err
+	}
+	return t.recordVersion(p, n.id)
 }
 
 // fileChain resolves p and checks that it is a regular file.

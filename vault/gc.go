@@ -46,8 +46,8 @@ type GCStats struct {
 	Bytes  int64 `json:"bytes"`
 }
 
-// GC frees every node and chunk that no vault, checkpoint or fork
-// references. It marks from all roots in one write transaction, so nothing
+// GC frees every node and chunk that no vault, checkpoint, fork or file
+// version references. It marks from all roots in one write transaction, so nothing
 // reachable can be freed by a concurrent change.
 func (s *Store) GC(ctx context.Context) (GCStats, error) {
 	st, _, err := write(ctx, s, "", "", Meta{}, "gc", false, func(t *Tx) (GCStats, error) {
@@ -70,7 +70,8 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 		st.Nodes, _ = res.RowsAffected()
 		// Chunks: mark by hash from the surviving nodes' chunk lists.
 		used := map[[hashLen]byte]struct{}{}
-		rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL`, KindFile)
+		// File history lists content by hash too (history.go).
+		rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL UNION ALL SELECT chunks FROM versions WHERE chunks IS NOT NULL`, KindFile)
 		if err != nil {
 			return st, mapSQLErr(err)
 		}

@@ -327,6 +327,11 @@ func (t *Tx) importEntries(op, dst string, es []*hostEntry, release func()) (Hos
 		if _, err := t.createAt(op, p, chain, pcomps, name, n, e.mtime); err != nil {
 			return st, err
 		}
+		if n.kind == KindFile {
+			if err := t.recordVersion(p, n.id); err != nil {
+				return st, err
+			}
+		}
 		if n.kind == KindDir {
 			fresh[p] = append(chain[:len(chain):len(chain)], n)
 		}

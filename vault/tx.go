@@ -71,6 +71,10 @@ type Tx struct {
 	write  bool
 	events []event
 	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
+	// hist caches the vault's history settings; versions maps each path
+	// written in this transaction to the version it records (history.go).
+	hist     *HistorySettings
+	versions map[string]int64
 }
 
 type event struct {

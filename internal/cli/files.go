@@ -54,12 +54,22 @@ func (a *app) fileCmds() []*cobra.Command {
 	write.Flags().StringVar(&w.Mode, "mode", "", "permission bits, octal (default 0644 for a new file)")
 	write.Flags().BoolVarP(&w.Parents, "parents", "p", false, "create missing parent directories")
 
+	var catVersion int64
 	cat := &cobra.Command{
-		Use: "cat PATH", Short: "Print a file", Args: cobra.ExactArgs(1),
+		Use: "cat PATH [-v N]", Short: "Print a file, or one of its versions", Args: cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
+			if catVersion != 0 {
+				var out messages.HistoryCatResult
+				raw, err := a.do(cmd.Context(), messages.OpHistoryCat, v, messages.HistoryVersionArgs{Path: args[0], Version: catVersion}, &out)
+				if err != nil {
+					return err
+				}
+				return a.show(raw, &out.CatResult)
+			}
 			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.PathArgs{Path: args[0]})
 		}),
 	}
+	cat.Flags().Int64VarP(&catVersion, "version", "v", 0, "print version N of the file (see avfs log)")
 	var ls messages.LsArgs
 	var long bool
 	lsCmd := &cobra.Command{

@@ -48,6 +48,15 @@ var ops = []opSpec{
 	{messages.OpCheckpointDelete, typ[messages.CheckpointArgs](), typ[messages.DeletedResult]()},
 	{messages.OpCheckpointDiff, typ[messages.DiffArgs](), typ[messages.DiffResult]()},
 
+	{messages.OpHistoryLog, typ[messages.HistoryLogArgs](), typ[messages.HistoryLogResult]()},
+	{messages.OpHistoryCat, typ[messages.HistoryVersionArgs](), typ[messages.HistoryCatResult]()},
+	{messages.OpHistoryCheckout, typ[messages.HistoryVersionArgs](), typ[messages.HistoryWriteResult]()},
+	{messages.OpHistoryRevert, typ[messages.HistoryVersionArgs](), typ[messages.HistoryWriteResult]()},
+	{messages.OpHistoryDiff, typ[messages.HistoryDiffArgs](), typ[messages.HistoryDiffResult]()},
+	{messages.OpHistoryPrune, typ[messages.HistoryPruneArgs](), typ[messages.HistoryPruneResult]()},
+	{messages.OpHistoryGet, nil, typ[messages.HistoryResult]()},
+	{messages.OpHistorySet, typ[messages.HistorySetArgs](), typ[messages.HistoryResult]()},
+
 	{messages.OpQuotaGet, nil, typ[messages.QuotaResult]()},
 	{messages.OpQuotaSet, typ[messages.QuotaSetArgs](), typ[messages.QuotaResult]()},
 	{messages.OpAudit, typ[messages.AuditArgs](), typ[messages.AuditResult]()},
