@@ -104,6 +104,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpAudit:             bind(h.audit),
 	}
 	h.historyOps()
+	h.searchOps()
 	return h
 }
 

@@ -26,6 +26,11 @@ const (
 	OpReadTree   Op = "file.read_tree"
 	OpImportDir  Op = "file.import_dir"
 	OpExportDir  Op = "file.export_dir"
+	OpGrep       Op = "file.grep"
+	OpFind       Op = "file.find"
+
+	OpSearch  Op = "search.query"
+	OpReindex Op = "search.reindex"
 
 	OpCheckpointSave    Op = "checkpoint.save"
 	OpCheckpointList    Op = "checkpoint.list"
@@ -58,7 +63,7 @@ const (
 // vault's request log for idempotent redelivery.
 func (o Op) Mutating() bool {
 	switch o {
-	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir,
+	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
 		return false
 	}

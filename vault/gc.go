@@ -70,6 +70,7 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 		st.Nodes, _ = res.RowsAffected()
 		// Chunks: mark by hash from the surviving nodes' chunk lists.
 		used := map[[hashLen]byte]struct{}{}
+		docs := map[[hashLen]byte]struct{}{} // full-text documents still held
 		// File history lists content by hash too (history.go).
 		rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL UNION ALL SELECT chunks FROM versions WHERE chunks IS NOT NULL`, KindFile)
 		if err != nil {
@@ -84,6 +85,7 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 			for i := 0; i+hashLen <= len(list); i += hashLen {
 				used[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
 			}
+			docs[contentKey(list)] = struct{}{}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -116,7 +118,7 @@ func (s *Store) GC(ctx context.Context) (GCStats, error) {
 			}
 		}
 		st.Chunks = int64(len(dead))
-		return st, nil
+		return st, t.sweepIndex(docs)
 	})
 	return st, err
 }

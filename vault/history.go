@@ -97,6 +97,7 @@ func (t *Tx) historySettings() (HistorySettings, error) {
 // window) already made.
 func (t *Tx) recordVersion(p string, id int64) error {
 	const fold = `UPDATE versions SET size=n.size, chunks=n.chunks FROM (SELECT size, chunks FROM nodes WHERE id=?) AS n WHERE versions.id=?`
+	t.noteIndex(id)
 	if vid, ok := t.versions[p]; ok {
 		_, err := t.exec(fold, id, vid)
 		return err

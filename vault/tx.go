@@ -75,6 +75,9 @@ type Tx struct {
 	// written in this transaction to the version it records (history.go).
 	hist     *HistorySettings
 	versions map[string]int64
+	// toIndex holds the file nodes this transaction wrote, for the
+	// full-text index (search.go).
+	toIndex map[int64]struct{}
 }
 
 type event struct {
@@ -282,6 +285,11 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	res, err = fn(t)
 	if err != nil {
 		return res, false, err
+	}
+	if len(t.toIndex) > 0 {
+		if err := t.flushIndex(); err != nil {
+			return res, false, fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	if t.v.id != 0 {
 		if err := t.saveVault(); err != nil {

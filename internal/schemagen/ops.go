@@ -41,6 +41,11 @@ var ops = []opSpec{
 	{messages.OpReadTree, typ[messages.ReadTreeArgs](), typ[messages.ReadTreeResult]()},
 	{messages.OpImportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
 	{messages.OpExportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
+	{messages.OpGrep, typ[messages.GrepArgs](), typ[messages.GrepResult]()},
+	{messages.OpFind, typ[messages.FindArgs](), typ[messages.FindResult]()},
+
+	{messages.OpSearch, typ[messages.SearchArgs](), typ[messages.SearchResult]()},
+	{messages.OpReindex, nil, typ[messages.ReindexResult]()},
 
 	{messages.OpCheckpointSave, typ[messages.CheckpointArgs](), typ[messages.CheckpointResult]()},
 	{messages.OpCheckpointList, nil, typ[messages.CheckpointListResult]()},
