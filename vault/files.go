@@ -157,7 +157,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		if err != nil {
 			return WriteResult{}, err
 		}
-		if err := t.recordVersion(clean, n.id); err != nil {
+		if err := t.recordVersion(clean, n.id, data); err != nil {
 			return WriteResult{}, err
 		}
 		t.audit("file.write", clean, map[string]any{"size": n.size, "created": true})
@@ -192,6 +192,9 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	if err != nil {
 		return WriteResult{}, err
 	}
+	if !o.Append {
+		t.noteIndex(chain[len(chain)-1].id, data) // the index need not read back what it was given
+	}
 	t.audit("file.write", clean, map[string]any{"size": size, "append": o.Append})
 	return WriteResult{Path: clean, Size: size, Created: false}, nil
 }
@@ -216,7 +219,7 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int
 	if err := t.updateNode(n); err != nil {
 		return err
 	}
-	return t.recordVersion(p, n.id)
+	return t.recordVersion(p, n.id, nil)
 }
 
 // fileChain resolves p and checks that it is a regular file.

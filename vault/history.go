@@ -94,10 +94,11 @@ func (t *Tx) historySettings() (HistorySettings, error) {
 
 // recordVersion records the state of file node id as a version of path
 // p, or folds it into the version this transaction (or the coalescing
-// window) already made.
-func (t *Tx) recordVersion(p string, id int64) error {
+// window) already made, and queues the node for the full-text index
+// (data: its whole content, when the caller has it).
+func (t *Tx) recordVersion(p string, id int64, data []byte) error {
 	const fold = `UPDATE versions SET size=n.size, chunks=n.chunks FROM (SELECT size, chunks FROM nodes WHERE id=?) AS n WHERE versions.id=?`
-	t.noteIndex(id)
+	t.noteIndex(id, data)
 	if vid, ok := t.versions[p]; ok {
 		_, err := t.exec(fold, id, vid)
 		return err
@@ -122,7 +123,7 @@ func (t *Tx) recordVersion(p string, id int64) error {
 		}
 	}
 	res, err := t.exec(historySources+` INSERT INTO versions(vault, path, version, size, chunks, created_at)
-		SELECT ?1, ?2, 1 + coalesce((SELECT max(v.version) FROM versions v JOIN src ON v.vault = src.vault AND v.id <= src.cut WHERE v.path = ?2), 0), size, chunks, ?3 FROM nodes WHERE id=?4`,
+		SELECT ?1, ?2, 1 + coalesce((SELECT max(v.version) FROM src JOIN versions v ON v.id = (SELECT max(id) FROM versions WHERE path = ?2 AND vault = src.vault AND id <= src.cut)), 0), size, chunks, ?3 FROM nodes WHERE id=?4`,
 		t.v.id, p, t.now, id)
 	if err != nil {
 		return fmt.Errorf("record version of %s: %w", p, err)

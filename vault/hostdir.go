@@ -315,8 +315,8 @@ func (t *Tx) importEntries(op, dst string, es []*hostEntry, release func()) (Hos
 				return st, err
 			}
 		}
-		e.data, e.hashes = nil, nil
 		if n == nil {
+			e.data, e.hashes = nil, nil
 			mt := time.Unix(0, e.mtime)
 			if _, err := t.SetAttr(p, nil, &mt); err != nil {
 				return st, err
@@ -328,10 +328,17 @@ func (t *Tx) importEntries(op, dst string, es []*hostEntry, release func()) (Hos
 			return st, err
 		}
 		if n.kind == KindFile {
-			if err := t.recordVersion(p, n.id); err != nil {
+			// Indexed now, not queued: the queue would hold every
+			// file's content until the commit.
+			if err := t.recordVersion(p, n.id, e.data); err != nil {
+				return st, err
+			}
+			delete(t.toIndex, n.id)
+			if err := t.index(n, e.data); err != nil {
 				return st, err
 			}
 		}
+		e.data, e.hashes = nil, nil
 		if n.kind == KindDir {
 			fresh[p] = append(chain[:len(chain):len(chain)], n)
 		}

@@ -36,12 +36,18 @@ func isText(data []byte) bool { return bytes.IndexByte(data, 0) < 0 && utf8.Vali
 
 // noteIndex queues file node id for the index; flushIndex indexes the
 // queue before the transaction commits, so that several writes of one
-// file in one transaction index only its final content.
-func (t *Tx) noteIndex(id int64) {
-	if t.toIndex == nil {
-		t.toIndex = map[int64]struct{}{}
+// file in one transaction index only its final content. data is the
+// file's whole content when the caller has it (nil: read it then);
+// content that cannot be indexed is not queued.
+func (t *Tx) noteIndex(id int64, data []byte) {
+	if data != nil && (len(data) > MaxIndexBytes || !isText(data)) {
+		delete(t.toIndex, id)
+		return
 	}
-	t.toIndex[id] = struct{}{}
+	if t.toIndex == nil {
+		t.toIndex = map[int64][]byte{}
+	}
+	t.toIndex[id] = data
 }
 
 func (t *Tx) flushIndex() error {
@@ -55,7 +61,7 @@ func (t *Tx) flushIndex() error {
 		if err != nil {
 			return err
 		}
-		if err := t.index(n); err != nil {
+		if err := t.index(n, t.toIndex[id]); err != nil {
 			return err
 		}
 	}
@@ -63,10 +69,13 @@ func (t *Tx) flushIndex() error {
 	return nil
 }
 
-// index adds file n's content to the index unless it is there already or
-// is not indexable text.
-func (t *Tx) index(n *node) error {
+// index adds file n's content (data, or read when nil) to the index
+// unless it is there already or is not indexable text.
+func (t *Tx) index(n *node, data []byte) error {
 	if n.kind != KindFile || n.size == 0 || n.size > MaxIndexBytes {
+		return nil
+	}
+	if data != nil && !isText(data) {
 		return nil
 	}
 	key := contentKey(n.chunks)
@@ -75,12 +84,13 @@ func (t *Tx) index(n *node) error {
 	if err == nil {
 		return nil
 	}
-	data, err := t.content(n)
-	if err != nil {
-		return err
-	}
-	if !isText(data) {
-		return nil
+	if data == nil {
+		if data, err = t.content(n); err != nil {
+			return err
+		}
+		if !isText(data) {
+			return nil
+		}
 	}
 	res, err := t.exec(`INSERT INTO fts_docs(key) VALUES(?)`, key[:])
 	if err != nil {
@@ -246,7 +256,7 @@ func (t *Tx) Reindex() (int64, error) {
 		return 0, err
 	}
 	for _, id := range ids {
-		t.noteIndex(id)
+		t.noteIndex(id, nil)
 	}
 	return int64(len(ids)), t.flushIndex()
 }

@@ -77,7 +77,7 @@ type Tx struct {
 	versions map[string]int64
 	// toIndex holds the file nodes this transaction wrote, for the
 	// full-text index (search.go).
-	toIndex map[int64]struct{}
+	toIndex map[int64][]byte
 }
 
 type event struct {
