@@ -218,6 +218,35 @@ echo "raw (µs): cp ${cp_t[*]} | worktree ${wt_t[*]} | git save ${gsave_t[*]} | 
 echo "raw (µs): fork in-process ${fork_inproc[*]} | fork wall ${fork_wall[*]} | save ${save_t[*]} | restore ${restore_t[*]} | version ${start_t[*]}"
 echo "raw (µs): import ${imp_t[*]} | export ${exp_t[*]}"
 
+# grep, search and find over a text tree of TEXT_FILES files (default
+# 100,000 of 1,000 bytes; one in 100 holds "needle"), against grep -r and
+# find on the host copy.
+text_files=${TEXT_FILES:-100000}
+echo
+echo "## grep, search, find: $text_files text files of 1000 bytes"
+rm -rf "$work/host"
+GENTREE_TEXT=1 go run ./scripts/gentree.go "$work/text" "$text_files" 1000
+"$avfs" --home "$home" vault create text --json >/dev/null
+timp=$(timed "$avfs" --home "$home" --vault text import "$work/text" --json)
+tcp=$(timed cp -r "$work/text" "$work/textcp")
+rm -rf "$work/textcp"
+g_t=() gg_t=() s_t=() f_t=() ff_t=()
+for i in $(seq "$big_reps"); do
+	g_t+=("$(timed "$avfs" --home "$home" --vault text grep needle -l 100000 --json)")
+	grep -q '"truncated":false' "$work/out" || { echo "bench: avfs grep stopped early" >&2; exit 1; }
+	gg_t+=("$(timed grep -rn needle "$work/text")")
+	s_t+=("$(timed "$avfs" --home "$home" --vault text search needle -n 100000 --json)")
+	f_t+=("$(timed "$avfs" --home "$home" --vault text find --name 'f4*.dat' --json)")
+	ff_t+=("$(timed find "$work/text" -name 'f4*.dat')")
+done
+printf "$fmt" "avfs operation" "avfs" "native counterpart" "native" "avfs ÷ native"
+printf "$fmt" "---" "---:" "---" "---:" "---:"
+row "import of the text tree (CLI, wall, 1 run)" "$timp" "cp -r (1 run)" "$tcp"
+row "grep needle (CLI, wall)" "$(median "${g_t[@]}")" "grep -rn needle" "$(median "${gg_t[@]}")"
+row "search needle (CLI, wall)" "$(median "${s_t[@]}")" "grep -rn needle" "$(median "${gg_t[@]}")"
+row "find --name 'f4*.dat' (CLI, wall)" "$(median "${f_t[@]}")" "find -name 'f4*.dat'" "$(median "${ff_t[@]}")"
+echo "raw (µs): grep ${g_t[*]} | grep -r ${gg_t[*]} | search ${s_t[*]} | find ${f_t[*]} | find(1) ${ff_t[*]}"
+
 [ "$run_workloads" = 1 ] || exit 0
 
 # Mount workloads against native (DESIGN.md §2) and the exec overhead
