@@ -12,6 +12,29 @@ func (h *Handler) searchOps() {
 	h.ops[messages.OpReindex] = bind(h.reindex)
 	h.ops[messages.OpGrep] = bind(h.grep)
 	h.ops[messages.OpFind] = bind(h.find)
+	h.ops[messages.OpLabel] = bind(h.label)
+	h.ops[messages.OpLabelsGet] = bind(h.labelsGet)
+}
+
+func labelsResult(p string, l vault.Labels) messages.LabelsResult {
+	return messages.LabelsResult{Path: p, Tags: l.Tags, Meta: l.Meta}
+}
+
+func (h *Handler) label(ctx context.Context, req messages.Request, a messages.LabelArgs) (any, error) {
+	l, err := h.vault(req).Label(ctx, a.Path, a.Tags, a.Untags, a.Set, a.Unset, meta(ctx, req))
+	if err != nil {
+		return nil, err
+	}
+	p, _ := cleanPath(a.Path)
+	return labelsResult(p, l), nil
+}
+
+func (h *Handler) labelsGet(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {
+	p, l, err := h.vault(req).Labels(ctx, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	return labelsResult(p, l), nil
 }
 
 func (h *Handler) search(ctx context.Context, req messages.Request, a messages.SearchArgs) (any, error) {
@@ -59,7 +82,7 @@ func (h *Handler) find(ctx context.Context, req messages.Request, a messages.Fin
 	if a.Path == "" {
 		a.Path = "/"
 	}
-	o := vault.FindOptions{Name: a.Name, MinSize: a.MinSize, MaxSize: a.MaxSize, MaxDepth: a.Depth}
+	o := vault.FindOptions{Name: a.Name, MinSize: a.MinSize, MaxSize: a.MaxSize, MaxDepth: a.Depth, Tags: a.Tags, Meta: a.Meta}
 	switch a.Type {
 	case "":
 	case "f", "file":

@@ -32,6 +32,9 @@ const (
 	OpSearch  Op = "search.query"
 	OpReindex Op = "search.reindex"
 
+	OpLabel     Op = "meta.label"
+	OpLabelsGet Op = "meta.get"
+
 	OpCheckpointSave    Op = "checkpoint.save"
 	OpCheckpointList    Op = "checkpoint.list"
 	OpCheckpointRestore Op = "checkpoint.restore"
@@ -63,7 +66,7 @@ const (
 // vault's request log for idempotent redelivery.
 func (o Op) Mutating() bool {
 	switch o {
-	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch,
+	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
 		return false
 	}

@@ -54,14 +54,17 @@ type GrepResult struct {
 
 // FindArgs: file.find, the entries below Path (default /) that pass every
 // filter given: Name a glob on the entry's name, Type file|dir|symlink,
-// sizes in bytes (MaxSize 0: none), Depth levels below Path (0: all).
+// sizes in bytes (MaxSize 0: none), Depth levels below Path (0: all),
+// every tag of Tags and every key=value of Meta.
 type FindArgs struct {
-	Path    string `json:"path,omitempty"`
-	Name    string `json:"name,omitempty"`
-	Type    string `json:"type,omitempty"`
-	MinSize int64  `json:"min_size,omitempty"`
-	MaxSize int64  `json:"max_size,omitempty"`
-	Depth   int    `json:"depth,omitempty"`
+	Path    string            `json:"path,omitempty"`
+	Name    string            `json:"name,omitempty"`
+	Type    string            `json:"type,omitempty"`
+	MinSize int64             `json:"min_size,omitempty"`
+	MaxSize int64             `json:"max_size,omitempty"`
+	Depth   int               `json:"depth,omitempty"`
+	Tags    []string          `json:"tags,omitempty"`
+	Meta    map[string]string `json:"meta,omitempty"`
 }
 
 // FindResult: file.find, in path order.

@@ -358,8 +358,10 @@ type FindOptions struct {
 	Name     string // glob on the entry's name (path.Match)
 	Kind     Kind   // KindFile, KindDir, KindSymlink; 0: any
 	MinSize  int64
-	MaxSize  int64 // 0: no limit
-	MaxDepth int   // levels below the start (0: all)
+	MaxSize  int64             // 0: no limit
+	MaxDepth int               // levels below the start (0: all)
+	Tags     []string          // has every one of these tags
+	Meta     map[string]string // has every one of these key=value pairs
 }
 
 // Find lists the entries below p that pass every filter, in path order.
@@ -382,6 +384,9 @@ func (t *Tx) Find(p string, o FindOptions) ([]Entry, error) {
 			if ok, _ := path.Match(o.Name, name); !ok {
 				return nil
 			}
+		}
+		if ok, err := t.hasLabels(f.n.id, o.Tags, o.Meta); err != nil || !ok {
+			return err
 		}
 		out = append(out, f.n.entry(name, f.path))
 		return nil

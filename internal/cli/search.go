@@ -65,14 +65,20 @@ func (a *app) searchCmds() []*cobra.Command {
 	grep.Flags().IntVarP(&g.Limit, "limit", "l", 0, "stop after N matching lines (default 1000)")
 
 	var f messages.FindArgs
+	var findMeta []string
 	find := &cobra.Command{
-		Use: "find [PATH] [--name GLOB] [--type f|d|l] [--min-size N] [--max-size N] [--depth N]", Short: "List the entries that pass every filter", Args: cobra.MaximumNArgs(1),
-		Example: "  avfs find /src --name '*.go' --type f\n  avfs find --min-size 1000000",
+		Use: "find [PATH] [--name GLOB] [--type f|d|l] [--min-size N] [--max-size N] [--depth N] [--tag T]... [--meta K=V]...", Short: "List the entries that pass every filter", Args: cobra.MaximumNArgs(1),
+		Example: "  avfs find /src --name '*.go' --type f\n  avfs find --min-size 1000000\n  avfs find --tag reviewed --meta owner=ana",
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
 			fa := f
 			if len(args) == 1 {
 				fa.Path = args[0]
 			}
+			m, err := keyValues(findMeta)
+			if err != nil {
+				return err
+			}
+			fa.Meta = m
 			return callAs(a, cmd, messages.OpFind, v, fa, func(w io.Writer, r *messages.FindResult) {
 				for _, e := range r.Entries {
 					fmt.Fprintln(w, e.Path)
@@ -85,6 +91,8 @@ func (a *app) searchCmds() []*cobra.Command {
 	find.Flags().Int64Var(&f.MinSize, "min-size", 0, "at least this many bytes")
 	find.Flags().Int64Var(&f.MaxSize, "max-size", 0, "at most this many bytes")
 	find.Flags().IntVar(&f.Depth, "depth", 0, "at most this many levels below PATH")
+	find.Flags().StringArrayVar(&f.Tags, "tag", nil, "has this tag (repeatable: all of them)")
+	find.Flags().StringArrayVar(&findMeta, "meta", nil, "has this KEY=VALUE (repeatable: all of them)")
 
 	var levels int
 	tree := &cobra.Command{

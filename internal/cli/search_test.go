@@ -40,3 +40,28 @@ func TestSearchGrepFindTree(t *testing.T) {
 		t.Fatalf("pwd: %v", p)
 	}
 }
+
+func TestTagsAndMetaInFind(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "t")
+	t.Setenv("AVFS_VAULT", "t")
+	e.ok("write", "/a.go", "a")
+	e.ok("write", "/b.go", "b")
+	if l := e.ok("tag", "/a.go", "reviewed", "hot"); len(l["tags"].([]any)) != 2 {
+		t.Fatalf("tag: %v", l)
+	}
+	e.ok("untag", "/a.go", "hot")
+	e.ok("meta", "/a.go", "owner=ana", "status=draft")
+	e.ok("meta", "/a.go", "--unset", "status")
+	l := e.ok("meta", "/a.go")
+	if m := l["meta"].(map[string]any); len(m) != 1 || m["owner"] != "ana" || len(l["tags"].([]any)) != 1 {
+		t.Fatalf("meta: %v", l)
+	}
+	e.ok("vault", "fork", "t", "t2")
+	es := e.ok("find", "--tag", "reviewed", "--meta", "owner=ana", "--vault", "t2")["entries"].([]any)
+	if len(es) != 1 || es[0].(map[string]any)["path"] != "/a.go" {
+		t.Fatalf("find --tag --meta in the fork: %v", es)
+	}
+	e.fails(1, "INVALID_ARGUMENT", "meta", "/a.go", "novalue", "--json")
+	e.fails(1, "NOT_FOUND", "tag", "/none", "x", "--json")
+}

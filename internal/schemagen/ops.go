@@ -47,6 +47,9 @@ var ops = []opSpec{
 	{messages.OpSearch, typ[messages.SearchArgs](), typ[messages.SearchResult]()},
 	{messages.OpReindex, nil, typ[messages.ReindexResult]()},
 
+	{messages.OpLabel, typ[messages.LabelArgs](), typ[messages.LabelsResult]()},
+	{messages.OpLabelsGet, typ[messages.PathArgs](), typ[messages.LabelsResult]()},
+
 	{messages.OpCheckpointSave, typ[messages.CheckpointArgs](), typ[messages.CheckpointResult]()},
 	{messages.OpCheckpointList, nil, typ[messages.CheckpointListResult]()},
 	{messages.OpCheckpointRestore, typ[messages.CheckpointArgs](), typ[messages.RestoreResult]()},
