@@ -175,6 +175,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.AddCommand(a.historyCmds()...)
 	root.AddCommand(a.searchCmds()...)
 	root.AddCommand(a.labelCmds()...)
+	root.AddCommand(a.snapshotCmd())
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
 	return root
