@@ -163,10 +163,12 @@ func (t *Tx) linkHistory(dst, src, cut int64) error {
 }
 
 // lastVersionID is the id of the latest version recorded up to time at
-// (nanoseconds; math.MaxInt64 for now).
+// (nanoseconds; math.MaxInt64 for now). Versions are appended in time
+// order, so the scan from the newest stops at the first one old enough:
+// a fork costs the same however long the history.
 func (t *Tx) lastVersionID(at int64) (int64, error) {
 	var id int64
-	err := t.row(`SELECT coalesce(max(id), 0) FROM versions WHERE created_at <= ?`, at).Scan(&id)
+	err := t.row(`SELECT coalesce((SELECT id FROM versions WHERE created_at <= ? ORDER BY id DESC LIMIT 1), 0)`, at).Scan(&id)
 	return id, mapSQLErr(err)
 }
 
