@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -58,6 +60,9 @@ func (t *Tx) flushIndex() error {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
 		n, err := t.node(id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // created and removed again in this transaction
+		}
 		if err != nil {
 			return err
 		}

@@ -133,3 +133,21 @@ func TestGrepAndFind(t *testing.T) {
 		t.Fatalf("find --depth 1 --max-size 10: %+v", es)
 	}
 }
+
+func TestIndexSkipsFileRemovedInItsTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	_, err := s.Create(ctx, "default", "r", Quota{}, Meta{})
+	must(t, err)
+	v := s.Vault("default", "r")
+	// The mount commits a create and a remove of one file together.
+	must(t, v.Update(ctx, Meta{}, func(tx *Tx) error {
+		if _, err := tx.WriteFile("/gone", []byte("text"), WriteOptions{}); err != nil {
+			return err
+		}
+		return tx.Remove("/gone", RemoveOptions{})
+	}))
+	if hits, err := v.Search(ctx, "text", 0); err != nil || len(hits) != 0 {
+		t.Fatalf("search after create+remove: %+v, %v", hits, err)
+	}
+}
