@@ -173,12 +173,14 @@ func (t *Tx) lastVersionID(at int64) (int64, error) {
 }
 
 // dropHistory forgets a deleted vault's history, except the versions that
-// forks of it still share.
+// forks of it still share; and the versions of vaults deleted earlier that
+// only this one still shared.
 func (t *Tx) dropHistory(id int64) error {
 	for _, q := range []string{
-		`DELETE FROM versions WHERE vault=?1 AND id > coalesce((SELECT max(cut) FROM history_links WHERE ancestor=?1), 0)`,
 		`DELETE FROM history_links WHERE vault=?1`,
 		`DELETE FROM history_settings WHERE vault=?1`,
+		`DELETE FROM versions WHERE (vault=?1 OR vault NOT IN (SELECT id FROM vaults))
+			AND id > coalesce((SELECT max(cut) FROM history_links WHERE ancestor=versions.vault), 0)`,
 	} {
 		if _, err := t.exec(q, id); err != nil {
 			return fmt.Errorf("drop history: %w", err)

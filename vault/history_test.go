@@ -202,6 +202,14 @@ func TestHistoryForkSharesUpToForkPoint(t *testing.T) {
 	if got := versionsOf(t, s.Vault("default", "grand"), "/f"); len(got) != 3 {
 		t.Fatalf("fork of a checkpoint: versions %v, want the 3 made before it", got)
 	}
+	// Once no vault shares them, the versions go.
+	must(t, s.Delete(ctx, "default", "grand", Meta{}))
+	must(t, s.Delete(ctx, "default", "child", Meta{}))
+	var left int
+	must(t, s.db.QueryRow(`SELECT count(*) FROM versions`).Scan(&left))
+	if left != 0 {
+		t.Fatalf("%d versions left after every vault was deleted", left)
+	}
 }
 
 func TestHistoryOfImport(t *testing.T) {
