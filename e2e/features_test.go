@@ -44,6 +44,11 @@ func TestHistoryAndSearchThroughFleet(t *testing.T) {
 	if len(s.Hits) != 1 || s.Hits[0].Path != "/notes.txt" {
 		t.Fatalf("search gamma: %+v", s.Hits)
 	}
+	// A worker never reads a path of its own machine for a request.
+	err = c.Call(ctx, "default", "h", messages.OpImportDir, messages.HostDirArgs{HostDir: t.TempDir()}, nil)
+	if me, ok := err.(*messages.Error); !ok || me.Code != messages.CodeInvalidArgument {
+		t.Fatalf("file.import_dir through the fleet: %v, want INVALID_ARGUMENT", err)
+	}
 	var g messages.GrepResult
 	must(messages.OpGrep, messages.GrepArgs{Pattern: "^b"}, &g)
 	if len(g.Matches) != 1 || g.Matches[0].Line != 2 {

@@ -9,18 +9,23 @@ import (
 )
 
 func (h *Handler) importDir(ctx context.Context, req messages.Request, a messages.HostDirArgs) (any, error) {
-	return h.hostDir(a, func(dst string) (vault.HostDirStats, error) {
+	return h.hostDir(req.Op, a, func(dst string) (vault.HostDirStats, error) {
 		return h.vault(req).ImportDir(ctx, a.HostDir, dst, meta(ctx, req))
 	})
 }
 
 func (h *Handler) exportDir(ctx context.Context, req messages.Request, a messages.HostDirArgs) (any, error) {
-	return h.hostDir(a, func(src string) (vault.HostDirStats, error) {
+	return h.hostDir(req.Op, a, func(src string) (vault.HostDirStats, error) {
 		return h.vault(req).ExportDir(ctx, src, a.HostDir)
 	})
 }
 
-func (h *Handler) hostDir(a messages.HostDirArgs, fn func(vaultPath string) (vault.HostDirStats, error)) (any, error) {
+// hostDir serves an op that names a host directory: in-process only, as
+// vault.import's file is (transferArgs).
+func (h *Handler) hostDir(op messages.Op, a messages.HostDirArgs, fn func(vaultPath string) (vault.HostDirStats, error)) (any, error) {
+	if err := h.transferArgs(op, a.HostDir, ""); err != nil {
+		return nil, err
+	}
 	if a.HostDir == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "needs a host directory")
 	}

@@ -60,6 +60,10 @@ const (
 	OpApprovalDeny  Op = "approval.deny"
 	OpApprovalShow  Op = "approval.show"
 	OpPolicyCheck   Op = "policy.check"
+
+	// OpTransferOpen makes sure the namespace's transfer bucket exists
+	// before a caller puts content in it (fleet only).
+	OpTransferOpen Op = "transfer.open"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the
@@ -67,7 +71,7 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true
@@ -76,7 +80,7 @@ func (o Op) Mutating() bool {
 // NeedsVault reports whether op addresses one existing vault.
 func (o Op) NeedsVault() bool {
 	switch o {
-	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck:
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true
