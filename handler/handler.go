@@ -99,6 +99,8 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpMv:                bind(h.mv),
 		messages.OpCp:                bind(h.cp),
 		messages.OpReadTree:          bind(h.readTree),
+		messages.OpImportDir:         bind(h.importDir),
+		messages.OpExportDir:         bind(h.exportDir),
 		messages.OpCheckpointSave:    bind(h.checkpointSave),
 		messages.OpCheckpointList:    bind(h.checkpointList),
 		messages.OpCheckpointRestore: bind(h.checkpointRestore),
@@ -108,6 +110,8 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpQuotaSet:          bind(h.quotaSet),
 		messages.OpAudit:             bind(h.audit),
 	}
+	h.historyOps()
+	h.searchOps()
 	return h
 }
 
@@ -279,11 +283,9 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	if err != nil {
 		return nil, err
 	}
-	in, err := h.store.Vault(req.Namespace, a.Target).Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return messages.ForkResult{Vault: h.info(in), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
+	// The fork's Info as Fork built it: stored_bytes would walk the whole
+	// tree, which would make a fork as slow as the tree is large.
+	return messages.ForkResult{Vault: h.info(res.Info), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
 }
 
 func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {

@@ -2,13 +2,16 @@ package messages
 
 // VaultInfo describes a vault (docs/cli.md).
 type VaultInfo struct {
-	Name        string    `json:"name"`
-	Namespace   string    `json:"namespace"`
-	CreatedAt   string    `json:"created_at"`
-	Files       int64     `json:"files"`
-	Dirs        int64     `json:"dirs"`
-	Bytes       int64     `json:"bytes"`
-	StoredBytes int64     `json:"stored_bytes"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	CreatedAt string `json:"created_at"`
+	Files     int64  `json:"files"`
+	Dirs      int64  `json:"dirs"`
+	Bytes     int64  `json:"bytes"`
+	// StoredBytes is null where it was not computed: a fork's reply
+	// leaves it out because computing it walks the whole tree (ask
+	// vault.info).
+	StoredBytes *int64    `json:"stored_bytes"`
 	Checkpoints int64     `json:"checkpoints"`
 	Parent      *string   `json:"parent"`
 	Quota       QuotaArgs `json:"quota"`

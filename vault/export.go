@@ -72,6 +72,7 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`) +
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
+			`INSERT INTO ex.node_meta SELECT m.* FROM node_meta m WHERE m.node IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
 			`INSERT INTO ex.requests(` + requestCols + `) SELECT ` + requestCols + ` FROM requests WHERE (namespace, vault) = (SELECT namespace, name FROM vaults WHERE id=?1)`,
 		}
@@ -158,7 +159,7 @@ func createExportFile(ctx context.Context, path string) error {
 		return err
 	}
 	defer db.Close()
-	_, err = db.ExecContext(ctx, schema)
+	_, err = db.ExecContext(ctx, schema+";"+metaSchema)
 	return err
 }
 
@@ -301,6 +302,14 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			`INSERT INTO checkpoints(vault, name, root, created_at, message, auto, files, dirs, bytes, next_ino, trace) SELECT ?2, name, root + ?1, created_at, message, auto, files, dirs, bytes, next_ino, trace FROM im.checkpoints`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, imported) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details, 1 FROM im.audit ORDER BY id`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, ?10, '/', ?6, ?7, ?8, json_object('file', ?9))`,
+		}
+		// Files exported before tags existed have no node_meta.
+		var hasMeta int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM im.sqlite_master WHERE name='node_meta'`).Scan(&hasMeta); err != nil {
+			return err
+		}
+		if hasMeta > 0 {
+			stmts = append(stmts, `INSERT INTO node_meta(node, key, value) SELECT node + ?1, key, value FROM im.node_meta`)
 		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file), action); err != nil {

@@ -78,6 +78,11 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 // create adds n as entry name of the directory at the end of parent (whose
 // path components are pcomps), after the quota check.
 func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, n *node) (*node, error) {
+	return t.createAt(op, p, parent, pcomps, name, n, t.now)
+}
+
+// createAt is create with n's mtime set to mtime (nanoseconds).
+func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string, n *node, mtime int64) (*node, error) {
 	var addBytes int64
 	if n.kind == KindFile {
 		addBytes = n.size
@@ -89,7 +94,7 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 		return nil, err
 	}
 	dir := parent[len(parent)-1]
-	n.ino, n.mtime, n.ctime = t.newIno(), t.now, t.now
+	n.ino, n.mtime, n.ctime = t.newIno(), mtime, t.now
 	if _, err := t.insertNode(n); err != nil {
 		return nil, err
 	}
@@ -119,7 +124,11 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		}
 		return int64(len(data))
 	}
-	return t.putFile(p, o, size, func(n *node, existed bool) error {
+	whole := data // the whole new content, for the search index
+	if o.Append {
+		whole = nil
+	}
+	return t.putFile(p, o, whole, size, func(n *node, existed bool) error {
 		if o.Append && existed {
 			return t.rewrite(n, n.size, data, n.size+int64(len(data)))
 		}
@@ -132,8 +141,10 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 // putFile creates or changes the file at p: size gives its new size
 // from its old one (0 for a new file), set stores its content in n (the
 // new node, or the existing one made writable; existed tells which),
-// after the quota allowed that size.
-func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
+// after the quota allowed that size. whole is the file's whole new
+// content when the caller has it (the search index then need not read it
+// back), else nil.
+func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
 	const op = "write"
 	comps, err := CleanPath(p)
 	if err != nil {
@@ -180,6 +191,9 @@ func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set f
 		if err != nil {
 			return WriteResult{}, err
 		}
+		if err := t.recordVersion(clean, n.id, whole); err != nil {
+			return WriteResult{}, err
+		}
 		t.audit("file.write", clean, map[string]any{"size": n.size, "created": true})
 		return WriteResult{Path: clean, Size: n.size, Created: true}, nil
 	}
@@ -204,6 +218,9 @@ func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set f
 	if err != nil {
 		return WriteResult{}, err
 	}
+	if whole != nil {
+		t.noteIndex(chain[len(chain)-1].id, whole)
+	}
 	t.audit("file.write", clean, map[string]any{"size": newSize, "append": o.Append})
 	return WriteResult{Path: clean, Size: newSize, Created: false}, nil
 }
@@ -225,7 +242,10 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int
 	}
 	n.mtime, n.ctime = t.now, t.now
 	t.v.bytes += n.size - oldSize
-	return t.updateNode(n)
+	if err := t.updateNode(n); err != nil {
+		return err
+	}
+	return t.recordVersion(p, n.id, nil)
 }
 
 // fileChain resolves p and checks that it is a regular file.

@@ -184,6 +184,9 @@ func (t *Tx) insertCopy(n *node) (*node, error) {
 	if c.id, err = res.LastInsertId(); err != nil {
 		return nil, err
 	}
+	if err := t.copyMeta(c.id, n.id); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 

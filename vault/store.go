@@ -202,7 +202,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// that they are not closed, and their statements lost, between calls.
 	db.SetMaxIdleConns(4)
 	s := &Store{db: db, path: path, now: opts.Now, maxFileSize: opts.MaxFileSize, stmts: map[string]*sql.Stmt{}}
-	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema+";"+historySchema+";"+searchSchema+";"+metaSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
 	}

@@ -75,6 +75,13 @@ type Tx struct {
 	write  bool
 	events []event
 	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
+	// hist caches the vault's history settings; versions maps each path
+	// written in this transaction to the version it records (history.go).
+	hist     *HistorySettings
+	versions map[string]int64
+	// toIndex holds the file nodes this transaction wrote, for the
+	// full-text index (search.go).
+	toIndex map[int64][]byte
 }
 
 type event struct {
@@ -295,6 +302,11 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	res, err = fn(t)
 	if err != nil {
 		return res, false, err
+	}
+	if len(t.toIndex) > 0 {
+		if err := t.flushIndex(); err != nil {
+			return res, false, fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	if t.v.id != 0 {
 		// Every committed transaction on a vault is one step of its
