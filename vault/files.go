@@ -60,13 +60,27 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 			}
 			checkedQuota = true
 		}
-		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], &node{kind: KindDir, mode: uint32(mode.Perm())})
+		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], t.newNode(KindDir, ModeBits(mode)))
 		if err != nil {
 			return nil, err
 		}
 		chain = append(chain, n)
 	}
 	return chain, nil
+}
+
+// newNode is a new entry of kind k and mode bits mode, owned by the
+// transaction's owner (AsOwner); create gives it the group of a setgid
+// directory.
+func (t *Tx) newNode(k Kind, mode uint32) *node {
+	n := &node{kind: k, mode: mode, uid: NoOwner, gid: NoOwner, nlink: 1, fresh: true}
+	if t.hasOwner {
+		n.uid, n.gid = t.owner[0], t.owner[1]
+	}
+	if k == KindDir {
+		n.nlink = 2
+	}
+	return n
 }
 
 // create adds n as entry name of the directory at the end of parent (whose
@@ -83,14 +97,26 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 		return nil, err
 	}
 	dir := parent[len(parent)-1]
+	if n.fresh {
+		if err := t.inherit(dir, n); err != nil {
+			return nil, err
+		}
+	}
 	n.ino, n.mtime, n.ctime = t.newIno(), t.now, t.now
+	if n.atime == 0 {
+		n.atime = t.now
+	}
 	if _, err := t.insertNode(n); err != nil {
 		return nil, err
 	}
 	if err := t.link(dir.id, name, n.id); err != nil {
 		return nil, err
 	}
-	if err := t.touchDir(dir); err != nil {
+	var subdirs int64
+	if n.kind == KindDir {
+		subdirs = 1
+	}
+	if err := t.touchDirLinks(dir, subdirs); err != nil {
 		return nil, err
 	}
 	switch n.kind {
@@ -103,6 +129,20 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 		t.v.files++
 	}
 	return n, nil
+}
+
+// inherit gives new node n the group of directory dir if dir is setgid
+// (see Inherit).
+func (t *Tx) inherit(dir, n *node) error {
+	mode, gid := dir.mode, dir.gid
+	if dir.partial {
+		if err := t.row(`SELECT mode, gid FROM nodes WHERE id=?`, dir.id).Scan(&mode, &gid); err != nil {
+			return fmt.Errorf("load node %d: %w", dir.id, mapSQLErr(err))
+		}
+	}
+	m, g := Inherit(FileMode(mode), gid, n.kind, FileMode(n.mode), n.gid)
+	n.mode, n.gid = ModeBits(m), g
+	return nil
 }
 
 // WriteFile writes data to the file at p, creating it if needed.
@@ -137,7 +177,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	exists := len(all) == len(comps)+1
 	clean := JoinPath(comps)
 	if !exists {
-		mode := o.Mode.Perm()
+		mode := ModeBits(o.Mode)
 		if mode == 0 {
 			mode = 0o644
 		}
@@ -148,7 +188,9 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		if err != nil {
 			return WriteResult{}, err
 		}
-		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindFile, mode: uint32(mode), size: int64(len(data)), chunks: list})
+		n := t.newNode(KindFile, mode)
+		n.size, n.chunks = int64(len(data)), list
+		n, err = t.create(op, clean, parent, comps[:len(comps)-1], name, n)
 		if err != nil {
 			return WriteResult{}, err
 		}
@@ -160,10 +202,11 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	}
 	n := all[len(comps)]
 	switch n.kind {
+	case KindFile:
 	case KindDir:
 		return WriteResult{}, pathErr(op, clean, ErrIsDir)
-	case KindSymlink:
-		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	off, size := int64(0), int64(len(data))
 	if o.Append {
@@ -172,7 +215,7 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	chain := append(parent, n)
 	err = t.changeFile(op, clean, chain, comps, size, func(n *node) error {
 		if o.Mode != 0 {
-			n.mode = uint32(o.Mode.Perm())
+			n.mode = ModeBits(o.Mode)
 		}
 		if o.Append {
 			return t.rewrite(n, off, data, size)
@@ -314,7 +357,7 @@ func (t *Tx) ReadDir(p string) ([]Entry, error) {
 }
 
 func (t *Tx) list(dir int64, base string) ([]Entry, error) {
-	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, n.uid, n.gid, n.rdev, n.atime, n.nlink FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
@@ -323,7 +366,7 @@ func (t *Tx) list(dir int64, base string) ([]Entry, error) {
 	for rows.Next() {
 		var name string
 		n := &node{}
-		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target); err != nil {
+		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.uid, &n.gid, &n.rdev, &n.atime, &n.nlink); err != nil {
 			return nil, err
 		}
 		out = append(out, n.entry(name, joinChild(base, name)))
@@ -384,7 +427,7 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindDir, mode: uint32(mode.Perm())}); err != nil {
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, t.newNode(KindDir, ModeBits(mode))); err != nil {
 		return err
 	}
 	t.audit("dir.create", clean, nil)
@@ -406,10 +449,38 @@ func (t *Tx) Symlink(target, p string) error {
 	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindSymlink, mode: 0o777, size: int64(len(target)), target: target}); err != nil {
+	n := t.newNode(KindSymlink, 0o777)
+	n.size, n.target = int64(len(target)), target
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n); err != nil {
 		return err
 	}
 	t.audit("symlink.create", clean, map[string]any{"target": target})
+	return nil
+}
+
+// Mknod creates a fifo, socket or device node of kind k at p, with mode
+// bits mode and, for a device, device number rdev.
+func (t *Tx) Mknod(p string, k Kind, mode fs.FileMode, rdev uint64) error {
+	const op = "mknod"
+	if !k.special() {
+		return pathErr(op, p, fmt.Errorf("cannot make a %s node: %w", k, ErrInvalidArgument))
+	}
+	comps, parent, existing, err := t.entryOf(op, p)
+	if err != nil {
+		return err
+	}
+	clean, name := JoinPath(comps), comps[len(comps)-1]
+	if existing != nil {
+		return pathErr(op, clean, ErrExists)
+	}
+	n := t.newNode(k, ModeBits(mode))
+	if k == KindCharDev || k == KindBlkDev {
+		n.rdev = int64(rdev)
+	}
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n); err != nil {
+		return err
+	}
+	t.audit("node.create", clean, map[string]any{"type": k.String(), "mode": fmt.Sprintf("%04o", n.mode), "rdev": rdev})
 	return nil
 }
 
@@ -459,7 +530,7 @@ func (t *Tx) Remove(p string, o RemoveOptions) error {
 	if err := t.drop(n); err != nil {
 		return err
 	}
-	if err := t.touchDir(dir); err != nil {
+	if err := t.touchDirLinks(dir, -subdir(n)); err != nil {
 		return err
 	}
 	t.audit("remove", clean, map[string]any{"type": n.kind.String(), "recursive": o.Recursive})
@@ -525,7 +596,7 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err := t.unlink(sparent[len(sparent)-1].id, scomps[len(scomps)-1]); err != nil {
 		return err
 	}
-	if err := t.touchDir(sparent[len(sparent)-1]); err != nil {
+	if err := t.touchDirLinks(sparent[len(sparent)-1], -subdir(n)); err != nil {
 		return err
 	}
 	dparent, err := t.walk(op, dst, dcomps[:len(dcomps)-1])
@@ -536,15 +607,17 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 		return err
 	}
 	ddir := dparent[len(dparent)-1]
+	subdirs := subdir(n)
 	if victim != nil {
 		if err := t.drop(victim); err != nil {
 			return err
 		}
+		subdirs -= subdir(victim)
 	}
 	if err := t.link(ddir.id, dname, n.id); err != nil {
 		return err
 	}
-	if err := t.touchDir(ddir); err != nil {
+	if err := t.touchDirLinks(ddir, subdirs); err != nil {
 		return err
 	}
 	t.audit("rename", sclean, map[string]any{"to": dclean})
@@ -607,7 +680,11 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	if err := t.loadChunks(n); err != nil {
 		return err
 	}
-	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks}
+	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks,
+		uid: n.uid, gid: n.gid, rdev: n.rdev, atime: n.atime, nlink: 1}
+	if n.kind == KindDir {
+		c.nlink = 2 // create counts the subdirectories as it copies them
+	}
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {
 		return err
@@ -633,9 +710,36 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	return nil
 }
 
-// SetAttr changes the permission bits and/or times of the entry at p; nil
+// subdir is 1 for a directory, 0 for anything else: what n adds to its
+// parent's link count.
+func subdir(n *node) int64 {
+	if n.kind == KindDir {
+		return 1
+	}
+	return 0
+}
+
+// SetAttr changes the mode bits and/or mtime of the entry at p; nil
 // fields are left alone.
 func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, error) {
+	return t.SetAttrs(p, Attrs{Mode: mode, Mtime: mtime})
+}
+
+// Attrs are the attributes SetAttrs changes; nil fields are left alone.
+type Attrs struct {
+	Mode         *fs.FileMode // permissions, ModeSetuid, ModeSetgid, ModeSticky
+	Mtime, Atime *time.Time
+	// Uid and Gid change the owner. As chown(2) on Linux, a change of
+	// owner or group of a non-directory clears its setuid bit, and its
+	// setgid bit if it is group-executable; Mode, if also given, is
+	// applied after. Who may change owners is the caller's to check (the
+	// kernel does for a mount).
+	Uid, Gid *int64
+}
+
+// SetAttrs changes the attributes of the entry at p. Every change sets
+// the change time.
+func (t *Tx) SetAttrs(p string, a Attrs) (Entry, error) {
 	const op = "setattr"
 	comps, chain, err := t.resolve(op, p)
 	if err != nil {
@@ -646,13 +750,31 @@ func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, erro
 	}
 	n := chain[len(chain)-1]
 	details := map[string]any{}
-	if mode != nil {
-		n.mode = uint32(mode.Perm())
+	if a.Uid != nil || a.Gid != nil {
+		if a.Uid != nil {
+			n.uid = *a.Uid
+			details["uid"] = n.uid
+		}
+		if a.Gid != nil {
+			n.gid = *a.Gid
+			details["gid"] = n.gid
+		}
+		n.mode = ModeBits(ChownedMode(n.kind, FileMode(n.mode)))
+	}
+	if a.Mode != nil {
+		n.mode = ModeBits(*a.Mode)
 		details["mode"] = fmt.Sprintf("%04o", n.mode)
 	}
-	if mtime != nil {
-		n.mtime = mtime.UnixNano()
-		details["mtime"] = mtime.UTC().Format(time.RFC3339Nano)
+	if a.Mtime != nil && a.Atime == nil && n.atime == 0 {
+		n.atime = n.mtime // atime 0 reads as mtime: keep the old one
+	}
+	if a.Mtime != nil {
+		n.mtime = a.Mtime.UnixNano()
+		details["mtime"] = a.Mtime.UTC().Format(time.RFC3339Nano)
+	}
+	if a.Atime != nil {
+		n.atime = a.Atime.UnixNano()
+		details["atime"] = a.Atime.UTC().Format(time.RFC3339Nano)
 	}
 	n.ctime = t.now
 	if err := t.updateNode(n); err != nil {

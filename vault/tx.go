@@ -71,6 +71,10 @@ type Tx struct {
 	write  bool
 	events []event
 	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
+	// owner is who entries created now belong to (AsOwner); unset, they
+	// get NoOwner.
+	owner    [2]int64
+	hasOwner bool
 }
 
 type event struct {
