@@ -88,10 +88,11 @@ func (s *Store) readFast(ctx context.Context, ns, name, p string) (data []byte, 
 		return nil, Entry{}, ok, err
 	}
 	switch n.kind {
+	case KindFile:
 	case KindDir:
 		return nil, Entry{}, true, pathErr(op, p, ErrIsDir)
-	case KindSymlink:
-		return nil, Entry{}, true, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return nil, Entry{}, true, pathErr(op, p, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	switch {
 	case n.size == 0:

@@ -257,11 +257,12 @@ func (t *Tx) fileChain(op, p string) ([]string, []*node, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	switch chain[len(chain)-1].kind {
+	switch k := chain[len(chain)-1].kind; k {
+	case KindFile:
 	case KindDir:
 		return nil, nil, pathErr(op, p, ErrIsDir)
-	case KindSymlink:
-		return nil, nil, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return nil, nil, pathErr(op, p, fmt.Errorf("is a %s: %w", k, ErrInvalidArgument))
 	}
 	return comps, chain, nil
 }
