@@ -679,7 +679,27 @@ func (m *Mount) read(ctx context.Context, h *handle, dest []byte, off int64) (in
 	if err != nil {
 		return 0, m.errno("read", "", err)
 	}
+	if !d.orphan && !m.ro {
+		m.accessed(e)
+	}
 	return n, 0
+}
+
+// accessed records a read of e: its access time moves to now when
+// relatime says so, queued like any attribute change. Caller holds
+// m.nsMu (shared).
+func (m *Mount) accessed(e *entry) {
+	now := time.Now()
+	m.mu.Lock()
+	update := vault.Relatime(time.Unix(0, e.atime), time.Unix(0, e.mtime), time.Unix(0, e.ctime), now)
+	if update {
+		e.atime = now.UnixNano()
+	}
+	p, ok := m.pathLocked(e)
+	m.mu.Unlock()
+	if update && ok {
+		m.enqueue(change{op: opSetattr, from: p, attrs: vault.Attrs{Atime: &now, Accessed: true}, at: now})
+	}
 }
 
 // fetch reads committed content of e for a read: from the content cache,

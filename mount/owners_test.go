@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"context"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/avfs/avfs/vault"
 )
@@ -274,5 +276,39 @@ func TestDirLinksAndNames(t *testing.T) {
 	deep := strings.Repeat("/"+name, 20) + "/leaf"
 	if _, err := m.v.Stat(m.ctx, deep); err != nil {
 		t.Fatalf("the vault has the deep file: %v", err)
+	}
+}
+
+// TestRelatime: a read moves the access time when it is not later than
+// the modification time (relatime), and leaves the change time alone;
+// utimensat sets both times.
+func TestRelatime(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	if _, err := v.WriteFile(context.Background(), "/f", []byte("data"), vault.WriteOptions{}, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	m := mountVault(t, v, Options{})
+	f := filepath.Join(m.Dir(), "f")
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(f, old.Add(-time.Minute), old); err != nil {
+		t.Fatal(err)
+	}
+	st := statT(t, f)
+	if st.Atim.Sec != old.Unix()-60 || st.Mtim.Sec != old.Unix() {
+		t.Fatalf("after utimes: atime %d mtime %d, want %d and %d", st.Atim.Sec, st.Mtim.Sec, old.Unix()-60, old.Unix())
+	}
+	ctime := st.Ctim
+	readFile(t, f)
+	st = statT(t, f)
+	if time.Since(time.Unix(st.Atim.Unix())) > time.Minute {
+		t.Fatalf("read of a file whose atime is before its mtime: atime %v, want now", time.Unix(st.Atim.Unix()))
+	}
+	if st.Ctim != ctime {
+		t.Fatalf("a read changed the change time: %v, was %v", st.Ctim, ctime)
+	}
+	syncMount(t, m)
+	e, err := v.Stat(context.Background(), "/f")
+	if err != nil || time.Since(e.Atime) > time.Minute {
+		t.Fatalf("vault's atime after the read: %v %v, want now", e.Atime, err)
 	}
 }

@@ -736,6 +736,16 @@ type Attrs struct {
 	// applied after. Who may change owners is the caller's to check (the
 	// kernel does for a mount).
 	Uid, Gid *int64
+	// Accessed marks an Atime change made because the entry was read
+	// (relatime): it leaves the change time alone and is not audited.
+	Accessed bool
+}
+
+// Relatime reports whether a read at now updates an access time atime,
+// as Linux's relatime does: when the last access is not later than the
+// last modification or change, or a day old.
+func Relatime(atime, mtime, ctime, now time.Time) bool {
+	return !atime.After(mtime) || !atime.After(ctime) || now.Sub(atime) >= 24*time.Hour
 }
 
 // SetAttrs changes the attributes of the entry at p. Every change sets
@@ -777,12 +787,17 @@ func (t *Tx) SetAttrs(p string, a Attrs) (Entry, error) {
 		n.atime = a.Atime.UnixNano()
 		details["atime"] = a.Atime.UTC().Format(time.RFC3339Nano)
 	}
-	n.ctime = t.now
+	accessOnly := a.Accessed && a.Mode == nil && a.Mtime == nil && a.Uid == nil && a.Gid == nil
+	if !accessOnly {
+		n.ctime = t.now
+	}
 	if err := t.updateNode(n); err != nil {
 		return Entry{}, err
 	}
 	clean := JoinPath(comps)
-	t.audit("setattr", clean, details)
+	if !accessOnly {
+		t.audit("setattr", clean, details)
+	}
 	return n.entry(nameOf(comps), clean), nil
 }
 
