@@ -75,38 +75,40 @@ func (e *entry) refresh(v vault.Entry) {
 	e.stale = false
 }
 
+// kindBits pairs each vault kind with its S_IFMT bits.
+var kindBits = []struct {
+	kind vault.Kind
+	bits uint32
+}{
+	{vault.KindFile, syscall.S_IFREG},
+	{vault.KindDir, syscall.S_IFDIR},
+	{vault.KindSymlink, syscall.S_IFLNK},
+	{vault.KindFifo, syscall.S_IFIFO},
+	{vault.KindSocket, syscall.S_IFSOCK},
+	{vault.KindCharDev, syscall.S_IFCHR},
+	{vault.KindBlkDev, syscall.S_IFBLK},
+}
+
 // typeBits is the S_IFMT part of the entry's mode.
 func typeBits(k vault.Kind) uint32 {
-	switch k {
-	case vault.KindDir:
-		return syscall.S_IFDIR
-	case vault.KindSymlink:
-		return syscall.S_IFLNK
-	case vault.KindFifo:
-		return syscall.S_IFIFO
-	case vault.KindSocket:
-		return syscall.S_IFSOCK
-	case vault.KindCharDev:
-		return syscall.S_IFCHR
-	case vault.KindBlkDev:
-		return syscall.S_IFBLK
+	for _, kb := range kindBits {
+		if kb.kind == k {
+			return kb.bits
+		}
 	}
 	return syscall.S_IFREG
 }
 
 // kindOf is the vault kind for the S_IFMT part of a mode (0: a file).
 func kindOf(mode uint32) (vault.Kind, bool) {
-	switch mode & syscall.S_IFMT {
-	case 0, syscall.S_IFREG:
+	t := mode & syscall.S_IFMT
+	if t == 0 {
 		return vault.KindFile, true
-	case syscall.S_IFIFO:
-		return vault.KindFifo, true
-	case syscall.S_IFSOCK:
-		return vault.KindSocket, true
-	case syscall.S_IFCHR:
-		return vault.KindCharDev, true
-	case syscall.S_IFBLK:
-		return vault.KindBlkDev, true
+	}
+	for _, kb := range kindBits {
+		if kb.bits == t {
+			return kb.kind, kb.kind != vault.KindDir && kb.kind != vault.KindSymlink
+		}
 	}
 	return 0, false
 }

@@ -442,21 +442,28 @@ func (t *Tx) Symlink(target, p string) error {
 	if target == "" || len(target) > MaxPathLen {
 		return pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, parent, existing, err := t.entryOf(op, p)
-	if err != nil {
-		return err
-	}
-	clean, name := JoinPath(comps), comps[len(comps)-1]
-	if existing != nil {
-		return pathErr(op, clean, ErrExists)
-	}
 	n := t.newNode(KindSymlink, 0o777)
 	n.size, n.target = int64(len(target)), target
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n); err != nil {
+	clean, err := t.createNew(op, p, n)
+	if err != nil {
 		return err
 	}
 	t.audit("symlink.create", clean, map[string]any{"target": target})
 	return nil
+}
+
+// createNew creates n at p, which must not exist, and returns p cleaned.
+func (t *Tx) createNew(op, p string, n *node) (string, error) {
+	comps, parent, existing, err := t.entryOf(op, p)
+	if err != nil {
+		return "", err
+	}
+	clean, name := JoinPath(comps), comps[len(comps)-1]
+	if existing != nil {
+		return "", pathErr(op, clean, ErrExists)
+	}
+	_, err = t.create(op, clean, parent, comps[:len(comps)-1], name, n)
+	return clean, err
 }
 
 // Mknod creates a fifo, socket or device node of kind k at p, with mode
@@ -466,19 +473,12 @@ func (t *Tx) Mknod(p string, k Kind, mode fs.FileMode, rdev uint64) error {
 	if !k.special() {
 		return pathErr(op, p, fmt.Errorf("cannot make a %s node: %w", k, ErrInvalidArgument))
 	}
-	comps, parent, existing, err := t.entryOf(op, p)
-	if err != nil {
-		return err
-	}
-	clean, name := JoinPath(comps), comps[len(comps)-1]
-	if existing != nil {
-		return pathErr(op, clean, ErrExists)
-	}
 	n := t.newNode(k, ModeBits(mode))
 	if k == KindCharDev || k == KindBlkDev {
 		n.rdev = int64(rdev)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n); err != nil {
+	clean, err := t.createNew(op, p, n)
+	if err != nil {
 		return err
 	}
 	t.audit("node.create", clean, map[string]any{"type": k.String(), "mode": fmt.Sprintf("%04o", n.mode), "rdev": rdev})
