@@ -11,7 +11,7 @@
 # Environment:
 #   PJDFSTEST_TARBALL  the suite's source (default
 #                      ../shared/pjdfstest/pjdfstest-85a8aea.tar.gz)
-#   POSIX_DIR_TIMEOUT  seconds one syscall directory may take (default 300)
+#   POSIX_DIR_TIMEOUT  seconds one syscall directory may take (default 1200)
 #   POSIX_LOG          keep prove's verbose output in this file
 #   BENCH_TMP          where the vault store and mount point go
 set -euo pipefail
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 avfs=$root/bin/avfs
 tarball=${PJDFSTEST_TARBALL:-$root/../shared/pjdfstest/pjdfstest-85a8aea.tar.gz}
-dir_timeout=${POSIX_DIR_TIMEOUT:-300}
+dir_timeout=${POSIX_DIR_TIMEOUT:-1200}
 
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
 	echo "posix: needs root and /dev/fuse (pjdfstest switches users; the mount uses allow_other)" >&2
