@@ -13,13 +13,14 @@
 #                      ../shared/pjdfstest/pjdfstest-85a8aea.tar.gz)
 #   POSIX_DIR_TIMEOUT  seconds one syscall directory may take (default 1200)
 #   POSIX_LOG          keep prove's verbose output in this file
+#   AVFS_BIN           the avfs binary to test (default bin/avfs)
 #   BENCH_TMP          where the vault store and mount point go
 set -euo pipefail
 export LC_ALL=C
 
 cd "$(dirname "$0")/.."
 root=$PWD
-avfs=$root/bin/avfs
+avfs=${AVFS_BIN:-$root/bin/avfs}
 tarball=${PJDFSTEST_TARBALL:-$root/../shared/pjdfstest/pjdfstest-85a8aea.tar.gz}
 dir_timeout=${POSIX_DIR_TIMEOUT:-1200}
 
