@@ -2,21 +2,45 @@
 GO      ?= go
 BIN     := bin/avfs
 PKGS    := ./...
+# Stamped into `avfs version`: the nearest tag (or 0.0.0-dev) and the commit.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo 0.0.0-dev)
+COMMIT  ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
+LDFLAGS := -X github.com/avfs/avfs/internal/cli.Version=$(VERSION) -X github.com/avfs/avfs/internal/cli.Commit=$(COMMIT)
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 
-.PHONY: all setup build test bench demo lint fmt clean schema e2e-otel posix
+.PHONY: all setup build test fuzz fuzz-all bench demo lint fmt clean schema e2e-otel posix
 
 all: build
 
 setup:
 	$(GO) mod download
 
+# -v names each package as it compiles: the first build compiles every
+# dependency (SQLite, nats-server, OpenTelemetry) and takes minutes.
 build:
-	$(GO) build -o $(BIN) ./cmd/avfs
+	@echo "building $(BIN) $(VERSION) (commit $(COMMIT)); a first build compiles every dependency and takes a few minutes" >&2
+	$(GO) build -v -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/avfs
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(MAKE) fuzz
+
+# The wire decoder (request bodies on worker subjects, and the UTF-8 check
+# that keeps names from folding), fuzzed for a bounded time on every
+# `make test`. `go test` alone runs every fuzz target's seed corpus,
+# including the path validation and the handler's args decoding;
+# fuzz-all fuzzes those too (their packages take SQLite, whose fuzzing
+# build is slow: run it on a quiet machine, e.g. FUZZTIME=1m).
+FUZZTIME ?= 10s
+FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -parallel 1
+fuzz:
+	$(FUZZ) -fuzz '^FuzzDecodeWork$$' ./messages
+	$(FUZZ) -fuzz '^FuzzValidJSONText$$' ./messages
+
+fuzz-all: fuzz
+	$(FUZZ) -fuzz '^FuzzCleanPath$$' ./vault
+	$(FUZZ) -fuzz '^FuzzRequestArgs$$' ./handler
 
 # The seed workflow against a real trace backend (Jaeger, built from
 # tools/jaeger): the failed attempt's trace and the rollback's link.
@@ -33,6 +57,7 @@ bench: build
 	./scripts/bench.sh
 
 demo: build
+	@echo "running ./$(BIN) demo" >&2
 	./$(BIN) demo
 
 lint:

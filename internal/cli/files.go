@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
@@ -18,7 +22,7 @@ import (
 
 func toErr(err error) *messages.Error { return handler.ToError(err) }
 
-func configShow(a *app) map[string]any { return config.Show(a.viper) }
+func configShow(a *app) map[string]any { return config.Display(a.viper) }
 
 // vaultCmdE wraps a command body that acts on the current vault.
 func (a *app) vaultCmdE(fn func(cmd *cobra.Command, v string, args []string) error) func(*cobra.Command, []string) error {
@@ -40,26 +44,39 @@ func (a *app) fileCmds() []*cobra.Command {
 			args2.Path = args[0]
 			if len(args) == 2 {
 				args2.Content = []byte(args[1])
-			} else {
-				b, err := io.ReadAll(a.stdin)
-				if err != nil {
-					return err
-				}
-				args2.Content = b
+				return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
 			}
-			return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
+			return a.writeFrom(cmd, v, args2, a.stdin)
 		}),
 	}
 	write.Flags().BoolVar(&w.Append, "append", false, "append instead of replacing")
 	write.Flags().StringVar(&w.Mode, "mode", "", "permission bits, octal (default 0644 for a new file)")
 	write.Flags().BoolVarP(&w.Parents, "parents", "p", false, "create missing parent directories")
 
+	var raw bool
 	cat := &cobra.Command{
-		Use: "cat PATH", Short: "Print a file", Args: cobra.ExactArgs(1),
+		Use: "cat PATH", Short: "Print a file's bytes (with --json: a document with its content)", Args: cobra.ExactArgs(1),
+		Long: `cat writes the file's bytes to stdout, so that avfs cat /f > f copies it, and
+errors go to stderr as text. Only --json (or --output json|yaml) prints the
+document {"path", "size", "content"} (content_base64 for a file that is not
+UTF-8) and errors as JSON; --raw writes the bytes even then. On a terminal,
+a binary file is not written unless --raw is given.`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
-			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.PathArgs{Path: args[0]})
+			fc, err := a.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if !raw && a.asked(cmd, outJSON, outYAML) {
+				if fc != nil {
+					return a.catFleet(cmd, fc, v, args[0])
+				}
+				return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.CatArgs{Path: args[0]})
+			}
+			a.setFormat(outTable) // errors for a person, on stderr
+			return a.catRaw(cmd, fc, v, args[0], raw)
 		}),
 	}
+	cat.Flags().BoolVar(&raw, "raw", false, "write the bytes, even with --json or to a terminal")
 	var ls messages.LsArgs
 	var long bool
 	lsCmd := &cobra.Command{
@@ -164,21 +181,40 @@ const (
 
 func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	start := time.Now()
+	ctx := cmd.Context()
+	fc, err := a.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	// Through a fleet, a batch must fit one message, and a file that
+	// would not is uploaded on its own and named in the batch.
+	maxBatch, maxInline := batchBytes, math.MaxInt
+	if fc != nil {
+		maxBatch = min(maxBatch, fc.MaxInline()/2)
+		maxInline = maxBatch
+	}
 	var total messages.BatchResult
+	var prog *transfer
 	var batch messages.WriteBatchArgs
 	var size int
+	objects := false
 	flush := func() error {
 		if len(batch.Files) == 0 {
 			return nil
 		}
 		var r messages.BatchResult
-		if _, err := a.do(cmd.Context(), messages.OpWriteBatch, v, batch, &r); err != nil {
+		bctx := ctx
+		if objects {
+			bctx = client.ViaIntake(ctx)
+		}
+		if _, err := a.do(bctx, messages.OpWriteBatch, v, batch, &r); err != nil {
 			return err
 		}
+		objects = false
 		total.Files += r.Files
 		total.Dirs += r.Dirs
 		total.Bytes += r.Bytes
-		a.progress("imported %d files, %d dirs, %d bytes", total.Files, total.Dirs, total.Bytes)
+		prog.add(r.Files, r.Bytes)
 		batch.Files, size = batch.Files[:0], 0
 		return nil
 	}
@@ -189,6 +225,11 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	if !st.IsDir() {
 		return messages.Errorf(messages.CodeNotADirectory, "%s is not a directory", hostDir)
 	}
+	if err := checkHostNames(hostDir); err != nil {
+		return err
+	}
+	files, bytes := hostTotals(hostDir)
+	prog = a.newTransfer("import", files, bytes)
 	err = filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -212,13 +253,20 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 				return err
 			}
 			f.Type, f.Target, f.Mode = "symlink", t, ""
+		case d.Type().IsRegular() && info.Size() > int64(maxInline):
+			name, err := a.uploadFile(ctx, fc, v, p, info.Size())
+			if err != nil {
+				return err
+			}
+			f.Type, f.ContentObject = "file", name
+			objects = true
 		case d.Type().IsRegular():
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
 			f.Type, f.Content = "file", b
-			if size+len(b) > batchBytes {
+			if size+len(b) > maxBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -231,7 +279,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 			return nil
 		}
 		batch.Files = append(batch.Files, f)
-		if len(batch.Files) >= batchFiles {
+		// A batch naming an object goes at once: uploads wait in the
+		// transfer bucket, which has a size limit, not in a queue here.
+		if objects || len(batch.Files) >= batchFiles {
 			return flush()
 		}
 		return nil
@@ -239,12 +289,46 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	if err == nil {
 		err = flush()
 	}
-	fmt.Fprintln(a.stderr)
+	prog.finish()
 	if err != nil {
 		return err
 	}
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// checkHostNames refuses, before anything is imported, a host tree
+// holding names (or symlink targets) that are not valid UTF-8: the wire
+// would turn each into U+FFFD and fold different names into one, so the
+// import would store fewer files than it read.
+func checkHostNames(hostDir string) error {
+	var bad []string
+	filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // the import's own walk reports it
+		}
+		if !utf8.ValidString(p) {
+			bad = append(bad, p)
+		} else if d.Type()&fs.ModeSymlink != 0 {
+			if t, err := os.Readlink(p); err == nil && !utf8.ValidString(t) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 10 {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(bad))
+	for i, p := range bad {
+		quoted[i] = strconv.Quote(p)
+	}
+	e := messages.Errorf(messages.CodeInvalidPath, "%s holds names that are not valid UTF-8, e.g. %s: nothing imported (rename them first)", hostDir, quoted[0])
+	e.Details = map[string]any{"paths": quoted}
+	return e
 }
 
 func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
@@ -258,6 +342,16 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 		t time.Time
 	}
 	var dirs []dirTime
+	// The vault knows its totals; a subtree's are not known up front.
+	files, bytes := int64(-1), int64(0)
+	if src == "/" {
+		var info messages.VaultResult
+		if _, err := a.do(cmd.Context(), messages.OpVaultInfo, v, nil, &info); err != nil {
+			return err
+		}
+		files, bytes = info.Vault.Files, info.Vault.Bytes
+	}
+	prog := a.newTransfer("export", files, bytes)
 	cursor := ""
 	for {
 		var page messages.ReadTreeResult
@@ -290,6 +384,7 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 					return err
 				}
 				total.Files++
+				prog.add(1, 0)
 				continue
 			case "file":
 			default:
@@ -302,8 +397,8 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			os.Chtimes(hp, mt, mt)
 			total.Files++
 			total.Bytes += int64(len(f.Content))
+			prog.add(1, int64(len(f.Content)))
 		}
-		a.progress("exported %d files, %d dirs, %d bytes", total.Files, total.Dirs, total.Bytes)
 		if page.Next == "" {
 			break
 		}
@@ -313,7 +408,23 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Chtimes(dirs[i].p, dirs[i].t, dirs[i].t)
 	}
-	fmt.Fprintln(a.stderr)
+	prog.finish()
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// uploadFile puts host file p in the transfer bucket for vault v.
+func (a *app) uploadFile(ctx context.Context, fc *client.Client, v, p string, size int64) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	pr := a.bytesProgress("uploading "+filepath.Base(p), size)
+	name, err := fc.Upload(ctx, a.cfg.Namespace, v, f, pr.report)
+	pr.end()
+	if err != nil {
+		return "", &requestError{toErr(err)}
+	}
+	return name, nil
 }
