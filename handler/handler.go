@@ -341,7 +341,7 @@ func ParseMode(s string) (fs.FileMode, error) {
 	if err != nil || m > 0o7777 {
 		return 0, messages.Errorf(messages.CodeInvalidArgument, "mode %q: want octal permission bits like 0644", s)
 	}
-	return fs.FileMode(m), nil
+	return vault.FileMode(uint32(m)), nil
 }
 
 func (h *Handler) write(ctx context.Context, req messages.Request, a messages.WriteArgs) (any, error) {
@@ -601,7 +601,7 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 						out.Next = strconv.Itoa(seen - 1)
 						return errFull
 					}
-					f := messages.BatchFile{Path: e.Path, Type: e.Kind.String(), Mode: fmt.Sprintf("%04o", uint32(e.Mode)), Target: e.Target, Mtime: rfc3339(e.Mtime)}
+					f := messages.BatchFile{Path: e.Path, Type: e.Kind.String(), Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Target: e.Target, Mtime: rfc3339(e.Mtime)}
 					if e.Kind == vault.KindFile {
 						data, _, err := tx.ReadFile(e.Path)
 						if err != nil {

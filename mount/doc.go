@@ -102,12 +102,26 @@
 //   - An unlinked file stays readable through descriptors opened before
 //     (up to 64 MiB of committed content is kept in memory), but its
 //     writes go nowhere.
+//   - Owners, modes and permissions are POSIX's: an entry belongs to the
+//     process that created it (the request's caller; the vault records
+//     NoOwner for entries made through its API, shown as the mounting
+//     user's), keeps setuid, setgid and sticky bits, and takes the group
+//     of a setgid directory (vault.Inherit). The kernel checks every
+//     caller against them (default_permissions): who may chown, chmod,
+//     remove in a sticky directory, and what a chown or a write by
+//     another user clears (it sends the new mode). Options.AllowOther
+//     lets other users in.
+//   - Fifos, sockets and device nodes are vault entries; the kernel
+//     serves their opens (the mount is nodev and nosuid, as FUSE mounts
+//     are by default, so a device node cannot be opened through it).
+//   - Directories count 2 links plus their subdirectories. Access times
+//     follow relatime for the reads that reach the mount (a read served
+//     from the kernel's page cache does not). A name over 255 bytes is
+//     ENAMETOOLONG for every call; a path from the vault root may be far
+//     longer than 4,096 bytes (vault.MaxTreePathLen).
 //   - Not supported: hard links (link(2) answers EPERM, git falls back to
-//     rename), device and FIFO nodes (EPERM), extended attributes
-//     (EOPNOTSUPP), RENAME_EXCHANGE (EINVAL), O_TMPFILE (EOPNOTSUPP),
-//     owners (every entry belongs to the mounting process; chown is
-//     accepted and ignored), access times (atime is mtime), and mode bits
-//     beyond the permissions (setuid, setgid and sticky are dropped).
+//     rename), extended attributes (EOPNOTSUPP), RENAME_EXCHANGE
+//     (EINVAL), O_TMPFILE (EOPNOTSUPP).
 //     POSIX locks are handled by the kernel locally.
 //
 // # Locks

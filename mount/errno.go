@@ -74,7 +74,7 @@ func tooLong(err error) bool {
 	if !errors.As(err, &pe) {
 		return false
 	}
-	if len(pe.Path) > vault.MaxPathLen {
+	if len(pe.Path) > vault.MaxTreePathLen {
 		return true
 	}
 	for _, c := range strings.Split(pe.Path, "/") {

@@ -54,6 +54,11 @@ const (
 type Options struct {
 	// ReadOnly mounts the vault read-only: every change fails with EROFS.
 	ReadOnly bool
+	// AllowOther lets users other than the mounting one use the mount
+	// (FUSE's allow_other: root, or user_allow_other in /etc/fuse.conf).
+	// The kernel checks every caller against the entries' owners and
+	// modes either way (default_permissions).
+	AllowOther bool
 	// Meta is recorded with every change made through the mount (Actor
 	// defaults to "mount"). Its RequestID is ignored: a mount makes many
 	// changes, and a request id would make all but the first replay it.
@@ -203,6 +208,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			DirectMountStrict: true,
+			AllowOther:        o.AllowOther,
 			FsName:            "avfs:" + v.Namespace() + "/" + v.Name(),
 			Name:              "avfs",
 			// The kernel checks permissions against the attributes

@@ -31,8 +31,11 @@ func (m *Mount) newNode(e *entry) (fs.InodeEmbedder, fs.StableAttr) {
 		return &dirNode{node{m: m, ino: e.ino}}, id
 	case vault.KindSymlink:
 		return &linkNode{node{m: m, ino: e.ino}}, id
+	case vault.KindFile:
+		return &fileNode{node{m: m, ino: e.ino}}, id
 	}
-	return &fileNode{node{m: m, ino: e.ino}}, id
+	// A fifo, socket or device: the kernel serves its opens itself.
+	return &node{m: m, ino: e.ino}, id
 }
 
 // entryOf resolves the entry a request is about: the open handle's, if
@@ -104,6 +107,9 @@ var _ = (fs.NodeLookuper)((*dirNode)(nil))
 
 // Lookup answers from the directory's cached listing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > vault.MaxNameLen {
+		return nil, syscall.ENAMETOOLONG
+	}
 	de, errno := d.self()
 	if errno != 0 {
 		return nil, errno
@@ -208,7 +214,8 @@ var _ = (fs.NodeMkdirer)((*dirNode)(nil))
 
 // Mkdir creates a directory.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindDir, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindDir, perm: mode & 0o7777, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -219,7 +226,8 @@ var _ = (fs.NodeCreater)((*dirNode)(nil))
 
 // Create creates a regular file and opens it.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindFile, perm: mode & 0o7777, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -230,14 +238,15 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 
 var _ = (fs.NodeMknoder)((*dirNode)(nil))
 
-// Mknod creates regular files only: the vault has no devices, FIFOs or
-// sockets, and EPERM is what mknod(2) answers for a file system that does
-// not support a node type.
+// Mknod creates a regular file, fifo, socket or device node. The kernel
+// has checked that the caller may make a device node (CAP_MKNOD).
 func (d *dirNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
-		return nil, syscall.EPERM
+	kind, ok := kindOf(mode)
+	if !ok {
+		return nil, syscall.EINVAL
 	}
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: kind, perm: mode & 0o7777, rdev: uint64(dev), uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -248,7 +257,8 @@ var _ = (fs.NodeSymlinker)((*dirNode)(nil))
 
 // Symlink creates a symbolic link.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindSymlink, 0o777, target)
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindSymlink, perm: 0o777, target: target, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}

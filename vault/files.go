@@ -66,13 +66,27 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 			}
 			checkedQuota = true
 		}
-		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], &node{kind: KindDir, mode: uint32(mode.Perm())})
+		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], t.newNode(KindDir, ModeBits(mode)))
 		if err != nil {
 			return nil, err
 		}
 		chain = append(chain, n)
 	}
 	return chain, nil
+}
+
+// newNode is a new entry of kind k and mode bits mode, owned by the
+// transaction's owner (AsOwner); create gives it the group of a setgid
+// directory.
+func (t *Tx) newNode(k Kind, mode uint32) *node {
+	n := &node{kind: k, mode: mode, uid: NoOwner, gid: NoOwner, nlink: 1, fresh: true}
+	if t.hasOwner {
+		n.uid, n.gid = t.owner[0], t.owner[1]
+	}
+	if k == KindDir {
+		n.nlink = 2
+	}
+	return n
 }
 
 // create adds n as entry name of the directory at the end of parent (whose
@@ -94,14 +108,26 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 		return nil, err
 	}
 	dir := parent[len(parent)-1]
+	if n.fresh {
+		if err := t.inherit(dir, n); err != nil {
+			return nil, err
+		}
+	}
 	n.ino, n.mtime, n.ctime = t.newIno(), mtime, t.now
+	if n.atime == 0 {
+		n.atime = t.now
+	}
 	if _, err := t.insertNode(n); err != nil {
 		return nil, err
 	}
 	if err := t.link(dir.id, name, n.id); err != nil {
 		return nil, err
 	}
-	if err := t.touchDir(dir); err != nil {
+	var subdirs int64
+	if n.kind == KindDir {
+		subdirs = 1
+	}
+	if err := t.touchDirLinks(dir, subdirs); err != nil {
 		return nil, err
 	}
 	switch n.kind {
@@ -114,6 +140,20 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 		t.v.files++
 	}
 	return n, nil
+}
+
+// inherit gives new node n the group of directory dir if dir is setgid
+// (see Inherit).
+func (t *Tx) inherit(dir, n *node) error {
+	mode, gid := dir.mode, dir.gid
+	if dir.partial {
+		if err := t.row(`SELECT mode, gid FROM nodes WHERE id=?`, dir.id).Scan(&mode, &gid); err != nil {
+			return fmt.Errorf("load node %d: %w", dir.id, mapSQLErr(err))
+		}
+	}
+	m, g := Inherit(FileMode(mode), gid, n.kind, FileMode(n.mode), n.gid)
+	n.mode, n.gid = ModeBits(m), g
+	return nil
 }
 
 // WriteFile writes data to the file at p, creating it if needed.
@@ -175,7 +215,7 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 	name := comps[len(comps)-1]
 	clean := JoinPath(comps)
 	if !exists {
-		mode := o.Mode.Perm()
+		mode := ModeBits(o.Mode)
 		if mode == 0 {
 			mode = 0o644
 		}
@@ -183,7 +223,8 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 		if err := t.checkQuota(newSize, 1, 0, newSize); err != nil {
 			return WriteResult{}, pathErr(op, clean, err)
 		}
-		n := &node{kind: KindFile, mode: uint32(mode), size: newSize}
+		n := t.newNode(KindFile, mode)
+		n.size = newSize
 		if err := set(n, false); err != nil {
 			return WriteResult{}, err
 		}
@@ -202,16 +243,17 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 	}
 	n := all[len(comps)]
 	switch n.kind {
+	case KindFile:
 	case KindDir:
 		return WriteResult{}, pathErr(op, clean, ErrIsDir)
-	case KindSymlink:
-		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	newSize := size(n.size)
 	chain := append(parent, n)
 	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
 		if o.Mode != 0 {
-			n.mode = uint32(o.Mode.Perm())
+			n.mode = ModeBits(o.Mode)
 		}
 		return set(n, true)
 	})
@@ -254,11 +296,12 @@ func (t *Tx) fileChain(op, p string) ([]string, []*node, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	switch chain[len(chain)-1].kind {
+	switch k := chain[len(chain)-1].kind; k {
+	case KindFile:
 	case KindDir:
 		return nil, nil, pathErr(op, p, ErrIsDir)
-	case KindSymlink:
-		return nil, nil, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return nil, nil, pathErr(op, p, fmt.Errorf("is a %s: %w", k, ErrInvalidArgument))
 	}
 	return comps, chain, nil
 }
@@ -354,7 +397,7 @@ func (t *Tx) ReadDir(p string) ([]Entry, error) {
 }
 
 func (t *Tx) list(dir int64, base string) ([]Entry, error) {
-	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, n.uid, n.gid, n.rdev, n.atime, n.nlink FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
@@ -363,7 +406,7 @@ func (t *Tx) list(dir int64, base string) ([]Entry, error) {
 	for rows.Next() {
 		var name string
 		n := &node{}
-		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target); err != nil {
+		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.uid, &n.gid, &n.rdev, &n.atime, &n.nlink); err != nil {
 			return nil, err
 		}
 		out = append(out, n.entry(name, joinChild(base, name)))
@@ -424,7 +467,7 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindDir, mode: uint32(mode.Perm())}); err != nil {
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, t.newNode(KindDir, ModeBits(mode))); err != nil {
 		return err
 	}
 	t.audit("dir.create", clean, nil)
@@ -438,18 +481,46 @@ func (t *Tx) Symlink(target, p string) error {
 	if target == "" || len(target) > MaxPathLen {
 		return pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, parent, existing, err := t.entryOf(op, p)
+	n := t.newNode(KindSymlink, 0o777)
+	n.size, n.target = int64(len(target)), target
+	clean, err := t.createNew(op, p, n)
 	if err != nil {
 		return err
 	}
+	t.audit("symlink.create", clean, map[string]any{"target": target})
+	return nil
+}
+
+// createNew creates n at p, which must not exist, and returns p cleaned.
+func (t *Tx) createNew(op, p string, n *node) (string, error) {
+	comps, parent, existing, err := t.entryOf(op, p)
+	if err != nil {
+		return "", err
+	}
 	clean, name := JoinPath(comps), comps[len(comps)-1]
 	if existing != nil {
-		return pathErr(op, clean, ErrExists)
+		return "", pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindSymlink, mode: 0o777, size: int64(len(target)), target: target}); err != nil {
+	_, err = t.create(op, clean, parent, comps[:len(comps)-1], name, n)
+	return clean, err
+}
+
+// Mknod creates a fifo, socket or device node of kind k at p, with mode
+// bits mode and, for a device, device number rdev.
+func (t *Tx) Mknod(p string, k Kind, mode fs.FileMode, rdev uint64) error {
+	const op = "mknod"
+	if !k.special() {
+		return pathErr(op, p, fmt.Errorf("cannot make a %s node: %w", k, ErrInvalidArgument))
+	}
+	n := t.newNode(k, ModeBits(mode))
+	if k == KindCharDev || k == KindBlkDev {
+		n.rdev = int64(rdev)
+	}
+	clean, err := t.createNew(op, p, n)
+	if err != nil {
 		return err
 	}
-	t.audit("symlink.create", clean, map[string]any{"target": target})
+	t.audit("node.create", clean, map[string]any{"type": k.String(), "mode": fmt.Sprintf("%04o", n.mode), "rdev": rdev})
 	return nil
 }
 
@@ -499,7 +570,7 @@ func (t *Tx) Remove(p string, o RemoveOptions) error {
 	if err := t.drop(n); err != nil {
 		return err
 	}
-	if err := t.touchDir(dir); err != nil {
+	if err := t.touchDirLinks(dir, -subdir(n)); err != nil {
 		return err
 	}
 	t.audit("remove", clean, map[string]any{"type": n.kind.String(), "recursive": o.Recursive})
@@ -565,7 +636,7 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err := t.unlink(sparent[len(sparent)-1].id, scomps[len(scomps)-1]); err != nil {
 		return err
 	}
-	if err := t.touchDir(sparent[len(sparent)-1]); err != nil {
+	if err := t.touchDirLinks(sparent[len(sparent)-1], -subdir(n)); err != nil {
 		return err
 	}
 	dparent, err := t.walk(op, dst, dcomps[:len(dcomps)-1])
@@ -576,15 +647,17 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 		return err
 	}
 	ddir := dparent[len(dparent)-1]
+	subdirs := subdir(n)
 	if victim != nil {
 		if err := t.drop(victim); err != nil {
 			return err
 		}
+		subdirs -= subdir(victim)
 	}
 	if err := t.link(ddir.id, dname, n.id); err != nil {
 		return err
 	}
-	if err := t.touchDir(ddir); err != nil {
+	if err := t.touchDirLinks(ddir, subdirs); err != nil {
 		return err
 	}
 	t.audit("rename", sclean, map[string]any{"to": dclean})
@@ -647,7 +720,11 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	if err := t.loadChunks(n); err != nil {
 		return err
 	}
-	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks}
+	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks,
+		uid: n.uid, gid: n.gid, rdev: n.rdev, atime: n.atime, nlink: 1}
+	if n.kind == KindDir {
+		c.nlink = 2 // create counts the subdirectories as it copies them
+	}
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {
 		return err
@@ -673,9 +750,46 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	return nil
 }
 
-// SetAttr changes the permission bits and/or times of the entry at p; nil
+// subdir is 1 for a directory, 0 for anything else: what n adds to its
+// parent's link count.
+func subdir(n *node) int64 {
+	if n.kind == KindDir {
+		return 1
+	}
+	return 0
+}
+
+// SetAttr changes the mode bits and/or mtime of the entry at p; nil
 // fields are left alone.
 func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, error) {
+	return t.SetAttrs(p, Attrs{Mode: mode, Mtime: mtime})
+}
+
+// Attrs are the attributes SetAttrs changes; nil fields are left alone.
+type Attrs struct {
+	Mode         *fs.FileMode // permissions, ModeSetuid, ModeSetgid, ModeSticky
+	Mtime, Atime *time.Time
+	// Uid and Gid change the owner. As chown(2) on Linux, a change of
+	// owner or group of a non-directory clears its setuid bit, and its
+	// setgid bit if it is group-executable; Mode, if also given, is
+	// applied after. Who may change owners is the caller's to check (the
+	// kernel does for a mount).
+	Uid, Gid *int64
+	// Accessed marks an Atime change made because the entry was read
+	// (relatime): it leaves the change time alone and is not audited.
+	Accessed bool
+}
+
+// Relatime reports whether a read at now updates an access time atime,
+// as Linux's relatime does: when the last access is not later than the
+// last modification or change, or a day old.
+func Relatime(atime, mtime, ctime, now time.Time) bool {
+	return !atime.After(mtime) || !atime.After(ctime) || now.Sub(atime) >= 24*time.Hour
+}
+
+// SetAttrs changes the attributes of the entry at p. Every change sets
+// the change time.
+func (t *Tx) SetAttrs(p string, a Attrs) (Entry, error) {
 	const op = "setattr"
 	comps, chain, err := t.resolve(op, p)
 	if err != nil {
@@ -686,20 +800,43 @@ func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, erro
 	}
 	n := chain[len(chain)-1]
 	details := map[string]any{}
-	if mode != nil {
-		n.mode = uint32(mode.Perm())
+	if a.Uid != nil || a.Gid != nil {
+		if a.Uid != nil {
+			n.uid = *a.Uid
+			details["uid"] = n.uid
+		}
+		if a.Gid != nil {
+			n.gid = *a.Gid
+			details["gid"] = n.gid
+		}
+		n.mode = ModeBits(ChownedMode(n.kind, FileMode(n.mode)))
+	}
+	if a.Mode != nil {
+		n.mode = ModeBits(*a.Mode)
 		details["mode"] = fmt.Sprintf("%04o", n.mode)
 	}
-	if mtime != nil {
-		n.mtime = mtime.UnixNano()
-		details["mtime"] = mtime.UTC().Format(time.RFC3339Nano)
+	if a.Mtime != nil && a.Atime == nil && n.atime == 0 {
+		n.atime = n.mtime // atime 0 reads as mtime: keep the old one
 	}
-	n.ctime = t.now
+	if a.Mtime != nil {
+		n.mtime = a.Mtime.UnixNano()
+		details["mtime"] = a.Mtime.UTC().Format(time.RFC3339Nano)
+	}
+	if a.Atime != nil {
+		n.atime = a.Atime.UnixNano()
+		details["atime"] = a.Atime.UTC().Format(time.RFC3339Nano)
+	}
+	accessOnly := a.Accessed && a.Mode == nil && a.Mtime == nil && a.Uid == nil && a.Gid == nil
+	if !accessOnly {
+		n.ctime = t.now
+	}
 	if err := t.updateNode(n); err != nil {
 		return Entry{}, err
 	}
 	clean := JoinPath(comps)
-	t.audit("setattr", clean, details)
+	if !accessOnly {
+		t.audit("setattr", clean, details)
+	}
 	return n.entry(nameOf(comps), clean), nil
 }
 

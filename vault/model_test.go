@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -28,6 +29,10 @@ type mnode struct {
 	data   []byte
 	mode   fs.FileMode
 	target string
+	// uid and gid, when set (chown); the store shows NoOwner otherwise.
+	uid, gid       int64
+	hasUID, hasGID bool
+	rdev           uint64 // of a device node
 	// id is the entry's identity: it stays across overwrites, appends and
 	// renames and is new for every created or copied entry. The store must
 	// give one id the same inode number wherever it appears.
@@ -129,6 +134,45 @@ func (n mnode) size() int64 {
 	return 0
 }
 
+// create adds n at p. In a setgid directory it takes the directory's
+// group, and a directory is setgid too.
+func (m mtree) create(p string, n mnode) {
+	if d := m[path.Dir(p)]; d.mode&fs.ModeSetgid != 0 {
+		n.gid, n.hasGID = d.gid, d.hasGID
+		if n.kind == KindDir {
+			n.mode |= fs.ModeSetgid
+		}
+	}
+	m[p] = n
+}
+
+// owner is the uid and gid the store must show for n.
+func (n mnode) owner() [2]int64 {
+	o := [2]int64{NoOwner, NoOwner}
+	if n.hasUID {
+		o[0] = n.uid
+	}
+	if n.hasGID {
+		o[1] = n.gid
+	}
+	return o
+}
+
+// nlink is the link count the store must show for the entry at p: 2
+// plus its subdirectories for a directory, else 1.
+func (m mtree) nlink(p string) uint32 {
+	if !m.isDir(p) {
+		return 1
+	}
+	n := uint32(2)
+	for q, c := range m {
+		if c.kind == KindDir && q != "/" && q != p && path.Dir(q) == p {
+			n++
+		}
+	}
+	return n
+}
+
 // mdiff is what Tx.diff must report between trees a and b.
 func mdiff(a, b mtree) Changes {
 	ch := Changes{Added: []Change{}, Modified: []Change{}, Deleted: []Change{}}
@@ -148,7 +192,8 @@ func mdiff(a, b mtree) Changes {
 		if na.kind == KindDir {
 			continue
 		}
-		if !bytes.Equal(na.data, nb.data) || na.mode != nb.mode || na.target != nb.target {
+		if !bytes.Equal(na.data, nb.data) || na.mode != nb.mode || na.target != nb.target ||
+			na.owner() != nb.owner() || na.rdev != nb.rdev {
 			ch.Modified = append(ch.Modified, Change{Path: p, Type: nb.kind.String(), Size: nb.size()})
 			if na.kind == KindFile {
 				if d := nb.size() - na.size(); d > 0 {
@@ -200,6 +245,7 @@ var (
 	modelTargets  = []string{"a", "../up", "/abs/x", "b/c", "a-much-longer-target"}
 	modelCPNames  = []string{"c1", "c2", "c3"}
 	modelFileMode = []fs.FileMode{0, 0, 0o600, 0o644, 0o755}
+	modelModes    = []fs.FileMode{0o600, 0o644, 0o700, 0o755, fs.ModeSetuid | fs.ModeSetgid | 0o755, fs.ModeSetgid | 0o644, fs.ModeSticky | 0o777}
 )
 
 func genPath(t *rapid.T, label string) string {
@@ -416,6 +462,15 @@ func (st *modelState) compareTree(label string, m mtree, r map[string]rentry) er
 		if e.Mode != n.mode {
 			return fmt.Errorf("%s: %s mode: got %v, want %v", label, p, e.Mode, n.mode)
 		}
+		if got := [2]int64{e.Uid, e.Gid}; got != n.owner() {
+			return fmt.Errorf("%s: %s owner: got %v, want %v", label, p, got, n.owner())
+		}
+		if e.Rdev != n.rdev {
+			return fmt.Errorf("%s: %s rdev: got %#x, want %#x", label, p, e.Rdev, n.rdev)
+		}
+		if want := m.nlink(p); e.Nlink != want {
+			return fmt.Errorf("%s: %s links: got %d, want %d", label, p, e.Nlink, want)
+		}
 	}
 	seen := map[uint64]string{}
 	for _, p := range sortedKeys(r) {
@@ -535,7 +590,7 @@ func (st *modelState) mkdirAll(m mtree, q Quota, comps []string, mode fs.FileMod
 			}
 			checked = true
 		}
-		m[p] = mnode{kind: KindDir, mode: mode, id: st.newID()}
+		m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
 	}
 	return nil
 }
@@ -567,7 +622,7 @@ func (st *modelState) mWriteFile(m mtree, q Quota, p string, data []byte, o Writ
 		if err := mQuota(m, q, int64(len(data)), 1, 0, int64(len(data))); err != nil {
 			return err
 		}
-		m[p] = mnode{kind: KindFile, data: data, mode: mode, id: st.newID()}
+		m.create(p, mnode{kind: KindFile, data: data, mode: mode, id: st.newID()})
 		return nil
 	}
 	switch {
@@ -575,7 +630,7 @@ func (st *modelState) mWriteFile(m mtree, q Quota, p string, data []byte, o Writ
 		return ErrExists
 	case n.kind == KindDir:
 		return ErrIsDir
-	case n.kind == KindSymlink:
+	case n.kind != KindFile:
 		return ErrInvalidArgument
 	}
 	old := int64(len(n.data))
@@ -602,12 +657,12 @@ func fileAt(m mtree, p string) (mnode, error) {
 	}
 	n := m[p]
 	switch n.kind {
+	case KindFile:
+		return n, nil
 	case KindDir:
 		return n, ErrIsDir
-	case KindSymlink:
-		return n, ErrInvalidArgument
 	}
-	return n, nil
+	return n, ErrInvalidArgument
 }
 
 func mWriteAt(m mtree, q Quota, p string, off int, data []byte) error {
@@ -671,7 +726,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
 		return err
 	}
-	m[p] = mnode{kind: KindDir, mode: mode, id: st.newID()}
+	m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
 	return nil
 }
 
@@ -686,7 +741,7 @@ func (st *modelState) mSymlink(m mtree, q Quota, target, p string) error {
 	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
 		return err
 	}
-	m[p] = mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()}
+	m.create(p, mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()})
 	return nil
 }
 
@@ -719,8 +774,50 @@ func mChmod(m mtree, p string, mode fs.FileMode) error {
 		return err
 	}
 	n := m[p]
-	n.mode = mode.Perm()
+	n.mode = mode
 	m[p] = n
+	return nil
+}
+
+// mChown changes the owner as SetAttrs documents it: a non-directory
+// loses setuid, and setgid when group-executable.
+func mChown(m mtree, p string, uid, gid *int64) error {
+	comps, _ := CleanPath(p)
+	if err := m.walk(comps); err != nil {
+		return err
+	}
+	n := m[p]
+	if uid != nil {
+		n.uid, n.hasUID = *uid, true
+	}
+	if gid != nil {
+		n.gid, n.hasGID = *gid, true
+	}
+	if (uid != nil || gid != nil) && n.kind != KindDir {
+		n.mode &^= fs.ModeSetuid
+		if n.mode&0o010 != 0 {
+			n.mode &^= fs.ModeSetgid
+		}
+	}
+	m[p] = n
+	return nil
+}
+
+func (st *modelState) mMknod(m mtree, q Quota, p string, k Kind, mode fs.FileMode, rdev uint64) error {
+	comps, _ := CleanPath(p)
+	if err := m.parentOf(comps); err != nil {
+		return err
+	}
+	if _, ok := m[p]; ok {
+		return ErrExists
+	}
+	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+		return err
+	}
+	if k != KindCharDev && k != KindBlkDev {
+		rdev = 0
+	}
+	m.create(p, mnode{kind: k, mode: mode, rdev: rdev, id: st.newID()})
 	return nil
 }
 
@@ -999,10 +1096,34 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 		"chmod": func(t *rapid.T) {
 			_, mv, v := st.pick(t)
 			p := pickPath(t, mv.tree, "path")
-			mode := rapid.SampledFrom([]fs.FileMode{0o600, 0o644, 0o700, 0o755}).Draw(t, "mode")
+			mode := rapid.SampledFrom(modelModes).Draw(t, "mode")
 			_, err := v.SetAttr(ctx, p, &mode, nil, Meta{})
 			want := apply(mv, func(m mtree) error { return mChmod(m, p, mode) })
 			checkErr(t, fmt.Sprintf("SetAttr(%s, %v)", p, mode), err, want)
+		},
+		"chown": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			p := pickPath(t, mv.tree, "path")
+			var a Attrs
+			if rapid.Bool().Draw(t, "set-uid") {
+				a.Uid = ptr(rapid.SampledFrom([]int64{0, 1000}).Draw(t, "uid"))
+			}
+			if rapid.Bool().Draw(t, "set-gid") {
+				a.Gid = ptr(rapid.SampledFrom([]int64{0, 50}).Draw(t, "gid"))
+			}
+			err := v.Update(ctx, Meta{}, func(tx *Tx) error { _, err := tx.SetAttrs(p, a); return err })
+			want := apply(mv, func(m mtree) error { return mChown(m, p, a.Uid, a.Gid) })
+			checkErr(t, fmt.Sprintf("SetAttrs(%s, %+v)", p, a), err, want)
+		},
+		"mknod": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			p := pickPath(t, mv.tree, "path")
+			k := rapid.SampledFrom([]Kind{KindFifo, KindSocket, KindCharDev, KindBlkDev}).Draw(t, "kind")
+			mode := rapid.SampledFrom(modelModes).Draw(t, "mode")
+			rdev := rapid.SampledFrom([]uint64{0, 0x103, 0x801}).Draw(t, "rdev")
+			err := v.Update(ctx, Meta{}, func(tx *Tx) error { return tx.Mknod(p, k, mode, rdev) })
+			want := apply(mv, func(m mtree) error { return st.mMknod(m, mv.q, p, k, mode, rdev) })
+			checkErr(t, fmt.Sprintf("Mknod(%s, %s, %v, %#x)", p, k, mode, rdev), err, want)
 		},
 		"quota": func(t *rapid.T) {
 			_, mv, v := st.pick(t)

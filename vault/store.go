@@ -113,7 +113,12 @@ CREATE TABLE IF NOT EXISTS nodes(
 	mtime INTEGER NOT NULL,
 	ctime INTEGER NOT NULL,
 	target TEXT NOT NULL DEFAULT '',
-	chunks BLOB
+	chunks BLOB,
+	uid INTEGER NOT NULL DEFAULT -1, -- NoOwner
+	gid INTEGER NOT NULL DEFAULT -1,
+	rdev INTEGER NOT NULL DEFAULT 0,
+	atime INTEGER NOT NULL DEFAULT 0, -- 0: mtime
+	nlink INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS nodes_owner ON nodes(vault, epoch);
 CREATE TABLE IF NOT EXISTS dirents(
@@ -262,7 +267,43 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
+	if err := migrateNodes(ctx, db, "main"); err != nil {
+		return err
+	}
 	return migrateRequests(ctx, db)
+}
+
+// nodeColsAdded are the node columns added after the first version, with
+// their definitions, in the order CREATE TABLE has them.
+var nodeColsAdded = [][2]string{
+	{"uid", "INTEGER NOT NULL DEFAULT -1"},
+	{"gid", "INTEGER NOT NULL DEFAULT -1"},
+	{"rdev", "INTEGER NOT NULL DEFAULT 0"},
+	{"atime", "INTEGER NOT NULL DEFAULT 0"},
+	{"nlink", "INTEGER NOT NULL DEFAULT 1"},
+}
+
+// migrateNodes adds the node columns schema db of a store from an older
+// version lacks, and counts the links of its directories when it had none.
+func migrateNodes(ctx context.Context, c *sql.DB, db string) error {
+	for _, col := range nodeColsAdded {
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('nodes', ?) WHERE name=?`, db, col[0]).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := c.ExecContext(ctx, `ALTER TABLE `+db+`.nodes ADD COLUMN `+col[0]+` `+col[1]); err != nil {
+			return err
+		}
+		if col[0] == "nlink" {
+			if _, err := c.ExecContext(ctx, `UPDATE `+db+`.nodes SET nlink = 2 + (SELECT count(*) FROM `+db+`.dirents d JOIN `+db+`.nodes c ON c.id = d.child WHERE d.dir = nodes.id AND c.kind = ?) WHERE kind = ?`, KindDir, KindDir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the prepared statements and the database.

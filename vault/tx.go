@@ -82,6 +82,10 @@ type Tx struct {
 	// toIndex holds the file nodes this transaction wrote, for the
 	// full-text index (search.go).
 	toIndex map[int64][]byte
+	// owner is who entries created now belong to (AsOwner); unset, they
+	// get NoOwner.
+	owner    [2]int64
+	hasOwner bool
 }
 
 type event struct {

@@ -97,7 +97,7 @@ func (s *Store) Create(ctx context.Context, ns, name string, q Quota, meta Meta)
 		if err := t.insertVault(ns, name, q, sql.NullString{}, 0, 1, 0, 0, 0); err != nil {
 			return Info{}, err
 		}
-		root, err := t.insertNode(&node{ino: 1, kind: KindDir, mode: 0o755, mtime: t.now, ctime: t.now})
+		root, err := t.insertNode(&node{ino: 1, kind: KindDir, mode: 0o755, mtime: t.now, ctime: t.now, uid: NoOwner, gid: NoOwner, nlink: 2})
 		if err != nil {
 			return Info{}, err
 		}

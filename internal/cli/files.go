@@ -407,6 +407,9 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			if err != nil {
 				return err
 			}
+			// The host copy belongs to whoever runs the CLI: it gets
+			// no setuid or setgid bits, and no fifos, sockets or devices.
+			mode = mode.Perm()
 			mt, _ := time.Parse(time.RFC3339Nano, f.Mtime)
 			switch f.Type {
 			case "dir":
@@ -424,6 +427,9 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 				}
 				total.Files++
 				prog.add(1, 0)
+				continue
+			case "file":
+			default:
 				continue
 			}
 			if err := os.WriteFile(hp, f.Content, mode); err != nil {

@@ -16,9 +16,9 @@ import (
 )
 
 func (a *app) mountCmd() *cobra.Command {
-	var readonly bool
+	var readonly, allowOther bool
 	c := &cobra.Command{
-		Use:   "mount MOUNTPOINT [--readonly]",
+		Use:   "mount MOUNTPOINT [--readonly] [--allow-other]",
 		Short: "Serve the vault as a real directory until `avfs unmount` or a signal",
 		Long: `mount serves the vault at MOUNTPOINT until ` + "`avfs unmount MOUNTPOINT`" + ` or a signal.
 Changes made to the vault elsewhere (another avfs process, an exec, a restore)
@@ -46,7 +46,7 @@ store; it must run on this machine.`,
 			} else if !ok {
 				return &requestError{toErr(vault.ErrVaultNotFound)}
 			}
-			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
+			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, AllowOther: allowOther, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 			}
@@ -70,6 +70,7 @@ store; it must run on this machine.`,
 		}),
 	}
 	c.Flags().BoolVar(&readonly, "readonly", false, "refuse every change with EROFS")
+	c.Flags().BoolVar(&allowOther, "allow-other", false, "let other users use the mount (root, or user_allow_other in /etc/fuse.conf); owners and modes are checked for every caller")
 	return c
 }
 
