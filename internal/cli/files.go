@@ -201,10 +201,22 @@ func (a *app) hostDirOp(cmd *cobra.Command, op messages.Op, v, hostDir, vaultPat
 	if err != nil {
 		return true, err
 	}
+	// One request in-process: the display shows the totals when it ends.
+	verb, files, bytes := "export", int64(0), int64(0)
+	if op == messages.OpImportDir {
+		verb = "import"
+		files, bytes = hostTotals(abs)
+	}
 	var r messages.BatchResult
 	if _, err := a.do(cmd.Context(), op, v, messages.HostDirArgs{HostDir: abs, Path: vaultPath}, &r); err != nil {
 		return true, err
 	}
+	if op != messages.OpImportDir {
+		files, bytes = r.Files, r.Bytes
+	}
+	prog := a.newTransfer(verb, files, bytes)
+	prog.add(r.Files, r.Bytes)
+	prog.finish()
 	return true, a.emit(r)
 }
 

@@ -36,11 +36,11 @@ func TestFileHistoryCommands(t *testing.T) {
 		t.Fatalf("diff with a binary file: %v", d)
 	}
 	e.ok("revert", "/f.txt")
-	if c := e.ok("cat", "/f.txt"); c["content"] != "a\nb\nc\n" {
+	if c := e.ok("cat", "/f.txt", "--json"); c["content"] != "a\nb\nc\n" {
 		t.Fatalf("after revert: %v", c)
 	}
 	e.ok("checkout", "/f.txt", "-v", "2")
-	if c := e.ok("cat", "/f.txt"); c["content"] != "a\nB\nc\nd\n" {
+	if c := e.ok("cat", "/f.txt", "--json"); c["content"] != "a\nB\nc\nd\n" {
 		t.Fatalf("after checkout -v 2: %v", c)
 	}
 	if p := e.ok("prune", "--keep", "1", "--dry-run"); p["versions"] != float64(3) || p["dry_run"] != true {

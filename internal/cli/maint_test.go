@@ -17,7 +17,7 @@ func TestSnapshotAliasesAndGCDryRun(t *testing.T) {
 	}
 	e.ok("write", "/a.txt", "two")
 	e.ok("snapshot", "restore", "s1")
-	if c := e.ok("cat", "/a.txt"); c["content"] != "one" {
+	if c := e.ok("cat", "/a.txt", "--json"); c["content"] != "one" {
 		t.Fatalf("after snapshot restore: %v", c)
 	}
 	e.ok("snapshot", "delete", "s1")
