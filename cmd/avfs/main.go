@@ -1,5 +1,6 @@
 // Command avfs is the avfs binary: the CLI, `serve` (the embedded fleet),
-// `worker` and `dispatcher`. It only wires: the sandbox's init, signals, logging, then the CLI.
+// `worker` and `dispatcher`. It only wires: the sandbox's init, signals,
+// logging, then the CLI.
 package main
 
 import (
