@@ -222,7 +222,12 @@ func (r *sandboxRun) started(cmd *osexec.Cmd) {
 
 // finish reads what the init reported after it exited and applies it to
 // res. An init that was killed (SIGKILL after the grace period) reports
-// nothing; its own status then stands, as for an unsandboxed leader.
+// nothing; its own status then stands, as for an unsandboxed leader. One
+// that exited without a report was stopped while it started: the Go
+// runtime exits (status 2, as PID 1 it cannot die of the signal) on a
+// SIGTERM that comes before Init handles signals. The command never ran;
+// it ends as if it had got the signal at once, as when the init catches
+// it (sandboxInit).
 func (r *sandboxRun) finish(res *Result) error {
 	defer r.close()
 	b, _ := readAll(r.status)
@@ -248,6 +253,14 @@ func (r *sandboxRun) finish(res *Result) error {
 		return fmt.Errorf("%w: %s", ErrSandbox, val)
 	case "start":
 		return errors.New(val)
+	case "":
+		if res.ExitCode == nil {
+			break // killed
+		}
+		if !res.TimedOut && !res.Canceled {
+			return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
+		}
+		res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
 	}
 	return nil
 }
