@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -49,6 +50,10 @@ type natsClient struct{ c *client.Client }
 
 func (n natsClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
 	rep, err := n.c.Do(ctx, req)
+	var me *messages.Error
+	if errors.As(err, &me) {
+		return rep, me // refused before it was sent: not a transport failure
+	}
 	if err != nil {
 		return rep, messages.Errorf(messages.CodeUnavailable, "%v", err)
 	}
