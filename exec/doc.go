@@ -26,9 +26,9 @@
 // With Spec.Sandbox the command is confined (sandbox_linux.go,
 // confine_linux.go, cgroup_linux.go). Run starts /proc/self/exe in new
 // mount, PID, IPC, UTS and (unless Network) network namespaces with
-// AVFS_SANDBOX_INIT set; this package's init function, which runs in every
-// binary that links it (avfs and test binaries alike) before main or
-// TestMain, turns that process into the sandbox's init. Invariants:
+// AVFS_SANDBOX_INIT set; Init, which the binary's main (a test binary's
+// TestMain) calls first, turns that process into the sandbox's init. Run
+// refuses to sandbox from a binary that never called Init. Invariants:
 //   - The init is PID 1 of the namespace and the command its child: signals
 //     Run sends the group reach the command with their usual effect, the
 //     init reports the command's exit status or signal through a pipe, and

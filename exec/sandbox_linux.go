@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -92,13 +93,27 @@ const (
 	initStatusFD = 4
 )
 
-func init() {
-	// Package init runs before main and before TestMain, in every binary
-	// that links this package, so no entry point needs to cooperate.
+// initCalled records that this binary's entry point called Init, so that
+// Run refuses to re-execute a binary that would not become an init (a test
+// binary without the TestMain would run its whole suite again, inside the
+// sandbox). It is process-wide by nature: it says what main did.
+var initCalled atomic.Bool
+
+// Init turns this process into a sandbox's init if Run started it as one;
+// it then never returns. Otherwise it returns at once. Run starts a
+// sandbox's init by re-executing /proc/self/exe, so every binary that runs
+// sandboxed commands calls Init first thing in main, and every test binary
+// that does in TestMain; Run refuses with ErrSandbox in one that did not.
+func Init() {
 	if v, ok := os.LookupEnv(initEnv); ok {
 		sandboxInit(v)
 	}
+	initCalled.Store(true)
 }
+
+// errNoInit is why a sandbox cannot be started from a binary whose entry
+// point did not call Init.
+var errNoInit = errors.New("this binary's main (or TestMain) does not call exec.Init")
 
 // initConfig is what Run tells a sandbox init.
 type initConfig struct {
@@ -136,6 +151,9 @@ var rootDir = sync.OnceValues(func() (string, error) {
 // that will run it. dir is the command's working directory (entered by the
 // init's child, never by a vfork'd child of this process: see EnterDir).
 func (sb *Sandbox) prepare(cmd *osexec.Cmd, dir string) (*sandboxRun, error) {
+	if !initCalled.Load() {
+		return nil, fmt.Errorf("%w: %w", ErrSandbox, errNoInit)
+	}
 	root, err := rootDir()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
@@ -204,7 +222,12 @@ func (r *sandboxRun) started(cmd *osexec.Cmd) {
 
 // finish reads what the init reported after it exited and applies it to
 // res. An init that was killed (SIGKILL after the grace period) reports
-// nothing; its own status then stands, as for an unsandboxed leader.
+// nothing; its own status then stands, as for an unsandboxed leader. One
+// that exited without a report was stopped while it started: the Go
+// runtime exits (status 2, as PID 1 it cannot die of the signal) on a
+// SIGTERM that comes before Init handles signals. The command never ran;
+// it ends as if it had got the signal at once, as when the init catches
+// it (sandboxInit).
 func (r *sandboxRun) finish(res *Result) error {
 	defer r.close()
 	b, _ := readAll(r.status)
@@ -230,6 +253,14 @@ func (r *sandboxRun) finish(res *Result) error {
 		return fmt.Errorf("%w: %s", ErrSandbox, val)
 	case "start":
 		return errors.New(val)
+	case "":
+		if res.ExitCode == nil {
+			break // killed
+		}
+		if !res.TimedOut && !res.Canceled {
+			return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
+		}
+		res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
 	}
 	return nil
 }

@@ -187,6 +187,23 @@ func TestSandboxStatusAndCleanup(t *testing.T) {
 	}
 }
 
+// A timeout that expires while the sandbox's init is still starting ends
+// the command by a signal, not with the exit status the init died with.
+// Which signal depends on when it came: one before the Go runtime handles
+// signals is dropped (the init is PID 1), and the grace period's SIGKILL
+// ends the command; one after it ends the init (reported as SIGTERM).
+func TestSandboxTimeoutDuringStart(t *testing.T) {
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	for _, timeout := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond} {
+		res := run(t, exec.Spec{Shell: "sleep 30", Dir: ws, Env: hostEnv(), Timeout: timeout, Grace: 200 * time.Millisecond, Sandbox: sb})
+		if !res.TimedOut || res.Signal == "" || res.ExitCode != nil {
+			t.Errorf("timeout %v: timed out %v, signal %q, exit %s; want a timeout ended by a signal",
+				timeout, res.TimedOut, res.Signal, exitCode(res))
+		}
+	}
+}
+
 // A program that is not there fails to start, as without a sandbox; a
 // bind that cannot be made is a sandbox error, and nothing runs.
 func TestSandboxStartErrors(t *testing.T) {

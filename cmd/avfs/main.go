@@ -1,5 +1,6 @@
 // Command avfs is the avfs binary: the CLI, `serve` (the embedded fleet),
-// `worker` and `dispatcher`. It only wires: signals, logging, then the CLI.
+// `worker` and `dispatcher`. It only wires: the sandbox's init, signals,
+// logging, then the CLI.
 package main
 
 import (
@@ -9,11 +10,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/avfs/avfs/exec"
 	"github.com/avfs/avfs/internal/cli"
 	"github.com/avfs/avfs/telemetry"
 )
 
 func main() {
+	// A sandboxed exec re-executes this binary as the sandbox's init.
+	exec.Init()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{Logger: log})
