@@ -2,6 +2,10 @@
 GO      ?= go
 BIN     := bin/avfs
 PKGS    := ./...
+# Stamped into `avfs version`: the nearest tag (or 0.0.0-dev) and the commit.
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo 0.0.0-dev)
+COMMIT  ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
+LDFLAGS := -X github.com/avfs/avfs/internal/cli.Version=$(VERSION) -X github.com/avfs/avfs/internal/cli.Commit=$(COMMIT)
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 
@@ -12,8 +16,11 @@ all: build
 setup:
 	$(GO) mod download
 
+# -v names each package as it compiles: the first build compiles every
+# dependency (SQLite, nats-server, OpenTelemetry) and takes minutes.
 build:
-	$(GO) build -o $(BIN) ./cmd/avfs
+	@echo "building $(BIN) $(VERSION) (commit $(COMMIT)); a first build compiles every dependency and takes a few minutes" >&2
+	$(GO) build -v -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/avfs
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
@@ -44,6 +51,7 @@ bench: build
 	./scripts/bench.sh
 
 demo: build
+	@echo "running ./$(BIN) demo" >&2
 	./$(BIN) demo
 
 lint:

@@ -666,7 +666,7 @@ func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a
 	if sc := telemetry.Parse(r.Checkpoint.Trace); sc.IsValid() {
 		span.AddLink(trace.Link{SpanContext: sc})
 	}
-	return messages.RestoreResult{Checkpoint: checkpoint(r.Checkpoint), Changes: Changes(r.Changes)}, nil
+	return messages.RestoreResult{Checkpoint: checkpoint(r.Checkpoint), Changes: Changes(r.Changes), Direction: messages.RestoreUndone}, nil
 }
 
 func (h *Handler) checkpointDelete(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {

@@ -36,7 +36,7 @@ type Decision struct {
 	RequireSandbox bool `json:"require_sandbox,omitempty"`
 }
 
-// SandboxInfo is what confined a command: spec/envelope.md.
+// SandboxInfo is what confined a command: docs/envelope.md.
 type SandboxInfo struct {
 	Mode    string `json:"mode"`    // namespaces | none
 	Network bool   `json:"network"` // the host's network was shared (always true for none)
@@ -57,7 +57,7 @@ type SandboxLimits struct {
 	CPUs        float64 `json:"cpus"`
 }
 
-// Envelope is what exec returns: spec/envelope.md.
+// Envelope is what exec returns: docs/envelope.md.
 type Envelope struct {
 	Schema          string         `json:"schema"`
 	RequestID       string         `json:"request_id"`

@@ -6,7 +6,7 @@ import (
 )
 
 // Code is a stable, machine-readable error code. Codes are never reused
-// for another meaning; see spec/cli.md.
+// for another meaning; see docs/cli.md.
 type Code string
 
 // Error codes.

@@ -1,6 +1,6 @@
 package messages
 
-// VaultInfo describes a vault (spec/cli.md).
+// VaultInfo describes a vault (docs/cli.md).
 type VaultInfo struct {
 	Name        string    `json:"name"`
 	Namespace   string    `json:"namespace"`
@@ -160,11 +160,19 @@ type ChangeSummary struct {
 	BytesRemoved int64    `json:"bytes_removed"`
 }
 
-// RestoreResult: checkpoint.restore; Changes is what the restore undid.
+// RestoreResult: checkpoint.restore. Changes is what the restore undid,
+// from the checkpoint to the tree as it was just before the restore
+// (Direction RestoreUndone): an added path is one the restore removed, a
+// deleted one a path it brought back, a modified one a file it reverted.
 type RestoreResult struct {
 	Checkpoint Checkpoint    `json:"checkpoint"`
 	Changes    ChangeSummary `json:"changes"`
+	Direction  string        `json:"direction"`
 }
+
+// RestoreUndone is RestoreResult.Direction: changes runs from the
+// checkpoint to the pre-restore tree, the changes the restore undid.
+const RestoreUndone = "undone"
 
 // DiffResult: checkpoint.diff.
 type DiffResult struct {

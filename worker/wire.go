@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/go-viper/mapstructure/v2"
-
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/policy"
@@ -20,9 +18,9 @@ func PolicyFrom(c *config.Config) (*policy.Policy, error) {
 	}
 	rules := policy.DefaultRules()
 	if len(c.Policy.Rules) > 0 {
-		rules = nil
-		if err := mapstructure.Decode(c.Policy.Rules, &rules); err != nil {
-			return nil, fmt.Errorf("policy rules: %w", err)
+		var err error
+		if rules, err = policy.DecodeRules(c.Policy.Rules); err != nil {
+			return nil, err
 		}
 	}
 	fb, err := policy.ParseAction(c.Policy.Fallback)

@@ -92,7 +92,7 @@ func (a *app) runAttempts(cmd *cobra.Command, spec client.Attempts) error {
 		if e.ExitCode != nil {
 			exit = fmt.Sprint(*e.ExitCode)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d ms\t%d\t%d\t%d\t%s\n", i+1, at.Vault, at.Fork.Vault.Worker, e.Status, exit, e.DurationMS,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", i+1, at.Vault, at.Fork.Vault.Worker, e.Status, exit, ms(float64(e.DurationMS)),
 			len(e.Changes.Added), len(e.Changes.Modified), len(e.Changes.Deleted), at.Command)
 	}
 	tw.Flush()

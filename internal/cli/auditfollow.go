@@ -37,7 +37,7 @@ func (a *app) auditFollow(cmd *cobra.Command, vaultName string, args messages.Au
 		return err
 	}
 	if !a.json {
-		fmt.Fprintln(a.stdout, "ID\tTIME\tACTION\tPATH\tACTOR\tREQUEST")
+		fmt.Fprintf(a.stdout, followRow, "ID", "TIME", "ACTION", "PATH", "ACTOR")
 	}
 	for _, e := range hist.Events {
 		if err := a.printEvent(e); err != nil {
@@ -128,9 +128,13 @@ func (a *app) printEvent(e messages.AuditEvent) error {
 		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
 		return err
 	}
-	_, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time, e.Action, e.Path, e.Actor, e.RequestID)
+	_, err := fmt.Fprintf(a.stdout, followRow, fmt.Sprint(e.ID), stamp(e.Time), e.Action, e.Path, e.Actor)
 	return err
 }
+
+// followRow lays out the rows of `audit --follow` in fixed columns: a
+// stream cannot be aligned after the fact as a table is.
+const followRow = "%-7s %-20s %-20s %-32s %s\n"
 
 // eventKey identifies an event across the query and the stream.
 func eventKey(e messages.AuditEvent) string {

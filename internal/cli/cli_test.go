@@ -20,6 +20,11 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	home := t.TempDir()
+	// As avfs makes a home of its own: no warning about a home others
+	// can read in what the tests compare.
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AVFS_HOME", home)
 	t.Setenv("AVFS_VAULT", "")
 	return &env{t: t, home: home}
@@ -81,7 +86,7 @@ func TestVaultWorkflow(t *testing.T) {
 	if w["created"] != true || w["size"] != float64(13) {
 		t.Fatalf("write: %v", w)
 	}
-	if got := e.ok("cat", "/src/main.go")["content"]; got != "package main\n" {
+	if got := e.ok("cat", "/src/main.go", "--json")["content"]; got != "package main\n" {
 		t.Fatalf("cat: %v", got)
 	}
 	out, _, code := e.run("piped\n", "write", "/stdin.txt")
@@ -99,7 +104,7 @@ func TestVaultWorkflow(t *testing.T) {
 	if ch := r["changes"].(map[string]any); len(ch["deleted"].([]any)) != 1 {
 		t.Fatalf("restore changes: %v", ch)
 	}
-	if got := e.ok("cat", "/stdin.txt")["content"]; got != "piped\n" {
+	if got := e.ok("cat", "/stdin.txt", "--json")["content"]; got != "piped\n" {
 		t.Fatalf("after restore: %v", got)
 	}
 	f := e.ok("vault", "fork", "work", "copy")
@@ -119,7 +124,7 @@ func TestVaultWorkflow(t *testing.T) {
 		t.Fatalf("audit checkpoint events: %v", ev)
 	}
 	e.ok("vault", "delete", "work", "--yes")
-	if got := e.ok("cat", "/src/main.go", "--vault", "copy")["content"]; got != "package main\n" {
+	if got := e.ok("cat", "/src/main.go", "--vault", "copy", "--json")["content"]; got != "package main\n" {
 		t.Fatalf("fork after parent delete: %v", got)
 	}
 }
@@ -130,7 +135,7 @@ func TestErrorsAndExitCodes(t *testing.T) {
 	e.ok("vault", "create", "q", "--max-file-size-mb", "1")
 	e.fails(1, "VAULT_EXISTS", "vault", "create", "q")
 	e.fails(1, "INVALID_PATH", "write", "--vault", "q", "/../etc/passwd", "x")
-	e.fails(1, "NOT_FOUND", "cat", "--vault", "q", "/missing")
+	e.fails(1, "NOT_FOUND", "cat", "--vault", "q", "/missing", "--json")
 	e.fails(1, "CHECKPOINT_NOT_FOUND", "checkpoint", "restore", "nope", "--vault", "q")
 	e.fails(2, "INVALID_ARGUMENT", "vault", "create")
 	e.fails(2, "INVALID_ARGUMENT", "vault", "delete", "q")
@@ -217,7 +222,7 @@ func TestMountServesUntilUnmount(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("avfs mount kept running after unmount")
 	}
-	if got := e.ok("cat", "/probe.txt", "--vault", "m")["content"]; got != "through the mount" {
+	if got := e.ok("cat", "/probe.txt", "--vault", "m", "--json")["content"]; got != "through the mount" {
 		t.Fatalf("write through the mount: %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,9 @@ command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
 			}
 			if x.Shell == "" && len(argv) == 0 {
 				return fmt.Errorf("no command: pass -- ARGV... or --shell STRING")
+			}
+			if d, err := time.ParseDuration(timeout); timeout != "" && (err != nil || d <= 0) {
+				return usagef("--timeout %q: want a positive duration like 30s or 5m", timeout)
 			}
 			x.Timeout = timeout
 			if stdin {
@@ -168,6 +172,6 @@ func (a *app) policyCmd() *cobra.Command {
 		},
 	}
 	check.Flags().StringVar(&shell, "shell", "", "a shell string to classify")
-	c.AddCommand(check)
+	c.AddCommand(check, a.policyShowCmd())
 	return c
 }

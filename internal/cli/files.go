@@ -22,7 +22,7 @@ import (
 
 func toErr(err error) *messages.Error { return handler.ToError(err) }
 
-func configShow(a *app) map[string]any { return config.Show(a.viper) }
+func configShow(a *app) map[string]any { return config.Display(a.viper) }
 
 // vaultCmdE wraps a command body that acts on the current vault.
 func (a *app) vaultCmdE(fn func(cmd *cobra.Command, v string, args []string) error) func(*cobra.Command, []string) error {
@@ -53,19 +53,30 @@ func (a *app) fileCmds() []*cobra.Command {
 	write.Flags().StringVar(&w.Mode, "mode", "", "permission bits, octal (default 0644 for a new file)")
 	write.Flags().BoolVarP(&w.Parents, "parents", "p", false, "create missing parent directories")
 
+	var raw bool
 	cat := &cobra.Command{
-		Use: "cat PATH", Short: "Print a file", Args: cobra.ExactArgs(1),
+		Use: "cat PATH", Short: "Print a file's bytes (with --json: a document with its content)", Args: cobra.ExactArgs(1),
+		Long: `cat writes the file's bytes to stdout, so that avfs cat /f > f copies it, and
+errors go to stderr as text. Only --json (or --output json|yaml) prints the
+document {"path", "size", "content"} (content_base64 for a file that is not
+UTF-8) and errors as JSON; --raw writes the bytes even then. On a terminal,
+a binary file is not written unless --raw is given.`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
 			fc, err := a.fleet(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if fc != nil {
-				return a.catFleet(cmd, fc, v, args[0])
+			if !raw && a.asked(cmd, outJSON, outYAML) {
+				if fc != nil {
+					return a.catFleet(cmd, fc, v, args[0])
+				}
+				return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.CatArgs{Path: args[0]})
 			}
-			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.CatArgs{Path: args[0]})
+			a.setFormat(outTable) // errors for a person, on stderr
+			return a.catRaw(cmd, fc, v, args[0], raw)
 		}),
 	}
+	cat.Flags().BoolVar(&raw, "raw", false, "write the bytes, even with --json or to a terminal")
 	var ls messages.LsArgs
 	var long bool
 	lsCmd := &cobra.Command{
@@ -183,6 +194,7 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 		maxInline = maxBatch
 	}
 	var total messages.BatchResult
+	var prog *transfer
 	var batch messages.WriteBatchArgs
 	var size int
 	objects := false
@@ -202,7 +214,7 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 		total.Files += r.Files
 		total.Dirs += r.Dirs
 		total.Bytes += r.Bytes
-		a.progress("imported %d files, %d dirs, %d bytes", total.Files, total.Dirs, total.Bytes)
+		prog.add(r.Files, r.Bytes)
 		batch.Files, size = batch.Files[:0], 0
 		return nil
 	}
@@ -216,6 +228,8 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	if err := checkHostNames(hostDir); err != nil {
 		return err
 	}
+	files, bytes := hostTotals(hostDir)
+	prog = a.newTransfer("import", files, bytes)
 	err = filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -275,7 +289,7 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	if err == nil {
 		err = flush()
 	}
-	fmt.Fprintln(a.stderr)
+	prog.finish()
 	if err != nil {
 		return err
 	}
@@ -328,6 +342,16 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 		t time.Time
 	}
 	var dirs []dirTime
+	// The vault knows its totals; a subtree's are not known up front.
+	files, bytes := int64(-1), int64(0)
+	if src == "/" {
+		var info messages.VaultResult
+		if _, err := a.do(cmd.Context(), messages.OpVaultInfo, v, nil, &info); err != nil {
+			return err
+		}
+		files, bytes = info.Vault.Files, info.Vault.Bytes
+	}
+	prog := a.newTransfer("export", files, bytes)
 	cursor := ""
 	for {
 		var page messages.ReadTreeResult
@@ -357,6 +381,7 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 					return err
 				}
 				total.Files++
+				prog.add(1, 0)
 				continue
 			}
 			if err := os.WriteFile(hp, f.Content, mode); err != nil {
@@ -366,8 +391,8 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			os.Chtimes(hp, mt, mt)
 			total.Files++
 			total.Bytes += int64(len(f.Content))
+			prog.add(1, int64(len(f.Content)))
 		}
-		a.progress("exported %d files, %d dirs, %d bytes", total.Files, total.Dirs, total.Bytes)
 		if page.Next == "" {
 			break
 		}
@@ -377,7 +402,7 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Chtimes(dirs[i].p, dirs[i].t, dirs[i].t)
 	}
-	fmt.Fprintln(a.stderr)
+	prog.finish()
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
 }

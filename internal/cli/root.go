@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,19 +26,20 @@ import (
 	"github.com/avfs/avfs/telemetry"
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
-
 // app is one invocation's state.
 type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	json           bool
-	cfg            *config.Config
-	viper          *viper.Viper
-	client         Client
-	clientMu       sync.Mutex // attempts run sends requests from many goroutines
-	log            *slog.Logger
+	// format is the --output format; json is format == outJSON, kept
+	// because most commands only ask "JSON or not".
+	format   string
+	json     bool
+	quiet    bool
+	cfg      *config.Config
+	viper    *viper.Viper
+	client   Client
+	clientMu sync.Mutex // attempts run sends requests from many goroutines
+	log      *slog.Logger
 	// tracer is built from the config's telemetry section once it is
 	// loaded (no-op by default); shutdown flushes it at exit.
 	tracer   trace.TracerProvider
@@ -45,6 +47,8 @@ type app struct {
 	// meter is set by the commands that serve metrics (--http); nil
 	// records nothing.
 	meter metric.MeterProvider
+	// lastVault is the vault of the last request, for error hints.
+	lastVault string
 }
 
 // requestError is a failed request (exit status 1), as opposed to a usage
@@ -61,6 +65,14 @@ type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// usageError is a command line avfs cannot act on (exit status 2); hint,
+// if set, replaces the generic "see --help".
+type usageError struct{ msg, hint string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
 // Options tune the CLI.
 type Options struct {
 	Logger *slog.Logger // logs go to stderr; nil discards them
@@ -73,19 +85,15 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, log: o.Logger}
 	// Decided before cobra parses anything, so that even usage errors
-	// come out as JSON for programs.
-	a.json = !isTerminal(stdout)
-	for _, arg := range args {
-		if arg == "--json" || arg == "--json=true" {
-			a.json = true
-		}
-	}
+	// come out as JSON for programs; PersistentPreRunE decides again
+	// from the parsed flags.
+	a.setFormat(formatFromArgs(args, isTerminal(stdout)))
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if a.client != nil {
 		a.client.Close()
 	}
@@ -105,53 +113,131 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	var re *requestError
 	if errors.As(err, &re) {
-		a.fail(re.err)
+		a.fail(cmd, re.err, "")
 		return 1
 	}
+	var ue *usageError
 	var me *messages.Error
-	if errors.As(err, &me) {
-		a.fail(me)
+	if !errors.As(err, &ue) && errors.As(err, &me) {
+		a.fail(cmd, me, "")
 		return 1
 	}
-	a.fail(&messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()})
+	hint := usageHint(cmd, err.Error())
+	if ue != nil && ue.hint != "" {
+		hint = ue.hint
+	}
+	a.fail(cmd, &messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()}, hint)
 	return 2
 }
 
-func (a *app) fail(e *messages.Error) {
-	if a.json {
-		json.NewEncoder(a.stdout).Encode(messages.ErrorDoc{Error: e})
+// setFormat sets the output format and what follows from it.
+func (a *app) setFormat(f string) {
+	a.format = f
+	a.json = f == outJSON
+}
+
+// formatFromArgs is the output format the raw arguments ask for, before
+// cobra has parsed them: --output/-o, else --json[=BOOL], else JSON when
+// stdout is not a terminal. An unknown format is left to the flag check.
+func formatFromArgs(args []string, tty bool) string {
+	f := outTable
+	if !tty {
+		f = outJSON
+	}
+	outSet := false // --output wins over --json
+	for i, arg := range args {
+		if arg == "--" {
+			break
+		}
+		switch {
+		case arg == "--json" || arg == "--json=true":
+			if !outSet {
+				f = outJSON
+			}
+		case arg == "--json=false":
+			if !outSet {
+				f = outTable
+			}
+		case (arg == "-o" || arg == "--output") && i+1 < len(args):
+			if slices.Contains(outputFormats, args[i+1]) {
+				f, outSet = args[i+1], true
+			}
+		case strings.HasPrefix(arg, "--output=") || strings.HasPrefix(arg, "-o="):
+			if v := arg[strings.Index(arg, "=")+1:]; slices.Contains(outputFormats, v) {
+				f, outSet = v, true
+			}
+		}
+	}
+	return f
+}
+
+// fail prints a failed command: its error document in JSON mode, else a
+// line for a person with the next command to try.
+func (a *app) fail(cmd *cobra.Command, e *messages.Error, hint string) {
+	if hint == "" {
+		hint = a.hint(cmd, e)
+	}
+	if a.format == outJSON || a.format == outYAML {
+		doc := map[string]any{"error": errorWithHint{e, hint}}
+		if a.format == outYAML {
+			b, _ := json.Marshal(doc)
+			writeYAML(a.stdout, b)
+			return
+		}
+		json.NewEncoder(a.stdout).Encode(doc)
 		return
 	}
-	fmt.Fprintf(a.stderr, "avfs: %s: %s\n", e.Code, e.Message)
-	if len(e.Details) > 0 {
+	fmt.Fprintf(a.stderr, "avfs: %s\n", strings.TrimSpace(e.Message))
+	if hint != "" {
+		fmt.Fprintf(a.stderr, "hint: %s\n", hint)
+	}
+	if a.format == outWide || len(e.Details) > 0 && e.Code == messages.CodeQuotaExceeded {
 		b, _ := json.Marshal(e.Details)
-		fmt.Fprintf(a.stderr, "      details: %s\n", b)
+		fmt.Fprintf(a.stderr, "(%s %s)\n", e.Code, b)
 	}
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// errorWithHint is the error document of the CLI: the wire error and,
+// when avfs knows one, the next command to run.
+type errorWithHint struct {
+	*messages.Error
+	Hint string `json:"hint,omitempty"`
 }
 
 func (a *app) rootCmd() *cobra.Command {
 	var jsonFlag bool
+	var output string
 	root := &cobra.Command{
-		Use:           "avfs",
-		Short:         "Workspaces for AI agents: fork, checkpoint, mount and exec in SQLite vaults",
+		Use:   "avfs",
+		Short: "Workspaces for AI agents: fork, checkpoint, mount and exec in SQLite vaults",
+		Long: `avfs keeps workspaces for AI agents in SQLite vaults: fork them in
+milliseconds, checkpoint and restore by name, mount one as a real directory,
+and run policy-checked commands in it that report every file they changed.
+
+On a terminal avfs prints tables; when stdout is not a terminal (or with
+--json) it prints exactly one JSON document. Exit status: 0 success, 1 a
+request failed, 2 a usage error; exec exits with the command's own status.`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			a.json = a.json || jsonFlag
+			if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
+				// Completion loads the config itself and stays silent
+				// when it is broken: an error would become a candidate.
+				return nil
+			}
+			if err := a.formatFromFlags(cmd, jsonFlag, output); err != nil {
+				return err
+			}
+			a.quiet, _ = cmd.Flags().GetBool("quiet")
 			cfg, v, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
 			}
 			a.cfg, a.viper = cfg, v
+			if err := a.checkConfig(); err != nil {
+				return err
+			}
 			if w := config.HomeExposed(cfg.Home); w != "" {
 				fmt.Fprintln(a.stderr, "avfs: warning:", w)
 			}
@@ -163,21 +249,49 @@ func (a *app) rootCmd() *cobra.Command {
 			return err
 		},
 	}
+	root.SetVersionTemplate("avfs {{.Version}}\n")
 	pf := root.PersistentFlags()
-	pf.BoolVar(&jsonFlag, "json", false, "print exactly one JSON document on stdout")
-	pf.String("vault", "", "vault to act on (env AVFS_VAULT; default: the one chosen by `avfs vault use`)")
+	pf.BoolVar(&jsonFlag, "json", false, "print exactly one JSON document on stdout (--json=false: for a person, even into a pipe)")
+	pf.StringVarP(&output, "output", "o", "", "output format: json, yaml, table or wide (default: table on a terminal, else json)")
+	pf.BoolP("quiet", "q", false, "no progress on stderr")
+	pf.String("vault", "", "vault to act on (env AVFS_VAULT; default: the one chosen by 'avfs vault use')")
 	pf.String("namespace", "", "namespace (env AVFS_NAMESPACE, default \"default\")")
 	pf.String("home", "", "where local vaults, config and the embedded server's store live (env AVFS_HOME, default ~/.avfs)")
 	pf.String("nats", "", "URL of a running fleet (env AVFS_NATS_URL)")
 	pf.String("config", "", "config file (env AVFS_CONFIG, default $AVFS_HOME/avfs.yaml)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	root.AddCommand(a.vaultCmd(), a.checkpointCmd(), a.quotaCmd(), a.auditCmd(), a.configCmd(), a.versionCmd(), a.gcCmd())
 	for _, c := range a.fileCmds() {
 		root.AddCommand(c)
 	}
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
+	// Made now rather than at Execute, so that finishTree reaches them.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	a.finishTree(root)
 	return root
+}
+
+// formatFromFlags decides the output format from the parsed flags:
+// --output if given, else --json (true or false), else JSON unless stdout
+// is a terminal.
+func (a *app) formatFromFlags(cmd *cobra.Command, jsonFlag bool, output string) error {
+	f := cmd.Flags()
+	switch {
+	case f.Changed("output"):
+		if !slices.Contains(outputFormats, output) {
+			return usagef("--output %q: want one of %s", output, strings.Join(outputFormats, ", "))
+		}
+		a.setFormat(output)
+	case f.Changed("json"):
+		if jsonFlag {
+			a.setFormat(outJSON)
+		} else {
+			a.setFormat(outTable)
+		}
+	}
+	return nil
 }
 
 // connect opens the client once per invocation.
@@ -221,6 +335,7 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 		return nil, err
 	}
 	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
+	a.lastVault = vaultName
 	if args != nil {
 		if s, bad := messages.InvalidString(args); bad {
 			return nil, &requestError{messages.ErrNotUTF8(s)}
@@ -281,23 +396,6 @@ func (a *app) setCurrentVault(name string) error {
 	m[a.cfg.Namespace] = name
 	b, _ := json.MarshalIndent(m, "", "  ")
 	return config.WriteFile(a.usePath(), b)
-}
-
-// emit prints a result: compact JSON in JSON mode, else for a person.
-func (a *app) emit(v any) error {
-	if a.json {
-		if raw, ok := v.(json.RawMessage); ok {
-			_, err := fmt.Fprintf(a.stdout, "%s\n", raw)
-			return err
-		}
-		return json.NewEncoder(a.stdout).Encode(v)
-	}
-	return printHuman(a.stdout, v)
-}
-
-// progress writes a progress line to stderr (never stdout).
-func (a *app) progress(format string, args ...any) {
-	fmt.Fprintf(a.stderr, "\r"+format, args...)
 }
 
 func trimSlash(p string) string {

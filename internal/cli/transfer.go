@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -35,44 +34,31 @@ func (a *app) fleet(ctx context.Context) (*client.Client, error) {
 	return nil, nil
 }
 
-// byteProgress reports a transfer's bytes on stderr, at most every
-// 200 ms (t16-cli's progress library may replace it).
+// byteProgress shows one stream of bytes (an upload or a download) with
+// the import/export progress display: total 0 means unknown.
 type byteProgress struct {
-	a        *app
-	verb     string
-	n, total int64 // total 0: unknown
-	last     time.Time
-	shown    int64
+	t *transfer
+	n int64
 }
 
 func (a *app) bytesProgress(verb string, total int64) *byteProgress {
-	return &byteProgress{a: a, verb: verb, total: total, shown: -1}
+	files := int64(1)
+	if total <= 0 {
+		files = -1
+	}
+	return &byteProgress{t: a.newTransfer(verb, files, total)}
 }
 
 // report is told the bytes moved so far.
 func (p *byteProgress) report(n int64) {
+	p.t.add(0, n-p.n)
 	p.n = n
-	if time.Since(p.last) >= 200*time.Millisecond || n == p.total {
-		p.last = time.Now()
-		p.show()
-	}
 }
 
-func (p *byteProgress) show() {
-	p.shown = p.n
-	if p.total > 0 {
-		p.a.progress("%s %.1f / %.1f MB", p.verb, float64(p.n)/1e6, float64(p.total)/1e6)
-	} else {
-		p.a.progress("%s %.1f MB", p.verb, float64(p.n)/1e6)
-	}
-}
-
-// end shows the last count and ends the line.
+// end counts the stream as one file done and ends the display.
 func (p *byteProgress) end() {
-	if p.shown != p.n {
-		p.show()
-	}
-	fmt.Fprintln(p.a.stderr)
+	p.t.add(1, 0)
+	p.t.finish()
 }
 
 // writeFrom writes what r yields to w.Path: inline when it fits one
@@ -124,9 +110,10 @@ func tooLargeForReply(err error) bool {
 	return ok
 }
 
-// catFleet prints file p: inline when it fits a reply, else downloaded
-// from the transfer bucket as it arrives (JSON mode: through a temporary
-// file, to learn whether it is text before the document starts).
+// catFleet prints the JSON document of file p: inline when it fits a
+// reply, else downloaded from the transfer bucket through a temporary
+// file, to learn whether it is text before the document starts. (The
+// bytes alone go through catRaw.)
 func (a *app) catFleet(cmd *cobra.Command, fc *client.Client, v, p string) error {
 	ctx := cmd.Context()
 	var out messages.CatResult
@@ -139,9 +126,6 @@ func (a *app) catFleet(cmd *cobra.Command, fc *client.Client, v, p string) error
 	}
 	if out.Object == nil {
 		return a.show(raw, &out)
-	}
-	if !a.json {
-		return a.download(ctx, fc, *out.Object, a.stdout, false)
 	}
 	f, err := os.CreateTemp("", "avfs-cat-")
 	if err != nil {

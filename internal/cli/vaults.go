@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -128,7 +127,7 @@ func (a *app) vaultCmd() *cobra.Command {
 			if fc != nil {
 				return a.exportFleet(cmd, fc, args[0], file)
 			}
-			a.progress("exporting %s to %s...\n", args[0], file)
+			a.progressf("exporting %s to %s...\n", args[0], file)
 			return call[messages.TransferResult](a, cmd, messages.OpVaultExport, args[0], messages.VaultTransferArgs{File: file})
 		},
 	}
@@ -146,7 +145,7 @@ func (a *app) vaultCmd() *cobra.Command {
 			if fc != nil {
 				return a.importFleet(cmd, fc, file, args[1])
 			}
-			a.progress("importing %s as %s...\n", file, args[1])
+			a.progressf("importing %s as %s...\n", file, args[1])
 			return call[messages.TransferResult](a, cmd, messages.OpVaultImport, args[1], messages.VaultTransferArgs{File: file})
 		},
 	}
@@ -230,18 +229,19 @@ func (a *app) quotaCmd() *cobra.Command {
 	}
 	set := &cobra.Command{
 		Use: "set KEY VALUE", Short: "Set max_size_mb, max_files or max_file_size_mb (\"none\" clears)", Args: cobra.ExactArgs(2),
+		Long: `quota set changes one limit of the current vault. KEY is max_size_mb (the
+logical size of the tree, MiB), max_files (entries: files, symlinks and
+directories) or max_file_size_mb (any one file, MiB); VALUE is a whole
+number, or none (also: unlimited) to lift the limit. A bad KEY or VALUE is a
+usage error (exit status 2).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := a.currentVault()
 			if err != nil {
 				return err
 			}
-			var val *int64
-			if args[1] != "none" && args[1] != "unlimited" {
-				var n int64
-				if err := json.Unmarshal([]byte(args[1]), &n); err != nil {
-					return fmt.Errorf("quota value %q: want a whole number or \"none\"", args[1])
-				}
-				val = &n
+			val, err := quotaValue(args[0], args[1])
+			if err != nil {
+				return err
 			}
 			return call[messages.QuotaResult](a, cmd, messages.OpQuotaSet, v, messages.QuotaSetArgs{Key: args[0], Value: val})
 		},
@@ -279,7 +279,7 @@ func (a *app) configCmd() *cobra.Command {
 	c.AddCommand(&cobra.Command{
 		Use: "show", Short: "Print the effective configuration (secrets masked)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.emit(map[string]any{"config": configShow(a)})
+			return a.emit(configDoc{configShow(a)})
 		},
 	})
 	return c
@@ -289,7 +289,7 @@ func (a *app) versionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.emit(map[string]any{"version": Version, "protocol": messages.SubjectRoot})
+			return a.emit(currentVersion())
 		},
 	}
 }

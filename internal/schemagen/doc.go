@@ -17,5 +17,5 @@
 //
 // Args schemas are closed (additionalProperties: false) because the
 // handler decodes args with DisallowUnknownFields; results, envelopes and
-// replies are open, since fields may be added (spec/envelope.md).
+// replies are open, since fields may be added (docs/envelope.md).
 package main

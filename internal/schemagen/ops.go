@@ -84,7 +84,7 @@ func vaultToken(op messages.Op) string {
 // operators and other dispatcher implementations.
 var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head]()}
 
-// names renames Go types whose contract name differs (spec/envelope.md).
+// names renames Go types whose contract name differs (docs/envelope.md).
 var names = map[string]string{"Envelope": "ExecutionEnvelope"}
 
 // noArgs is the file of ops that take no args object.

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/avfs/avfs/config"
+	"github.com/avfs/avfs/policy"
+	"github.com/avfs/avfs/worker"
+)
+
+// configDoc is what `config show` prints.
+type configDoc struct {
+	Config map[string]any `json:"config"`
+}
+
+// policyDoc is what `policy show` prints: the rules in force, the
+// built-in ones when the configuration names none.
+type policyDoc struct {
+	Source   string        `json:"source"` // "default" or "config"
+	Rules    []policy.Rule `json:"rules"`
+	Fallback policy.Action `json:"fallback"`
+}
+
+// checkConfig refuses a configuration with unknown keys or bad policy
+// rules before any command acts on it.
+func (a *app) checkConfig() error {
+	const hint = "fix the file (AVFS_CONFIG or --config picks another); `avfs config show` lists the keys"
+	if err := config.Validate(a.viper); err != nil {
+		return &usageError{err.Error(), hint}
+	}
+	if _, err := worker.PolicyFrom(a.cfg); err != nil {
+		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
+	}
+	return nil
+}
+
+func (a *app) policyShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "show", Short: "Print the rules in force, in order (the first match wins), and the fallback", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := worker.PolicyFrom(a.cfg)
+			if err != nil {
+				return err
+			}
+			doc := policyDoc{Source: "default", Rules: p.Rules(), Fallback: p.Fallback()}
+			if len(a.cfg.Policy.Rules) > 0 {
+				doc.Source = "config"
+			}
+			return a.emit(doc)
+		},
+	}
+}
+
+func (p printer) policy(w io.Writer, d policyDoc) {
+	if p.wide {
+		fmt.Fprintln(w, "#\tNAME\tACTION\tPROGRAMS\tSUBCOMMANDS\tARGS\tPATHS OUTSIDE\tNETWORK\tSANDBOX ONLY\tCATEGORIES\tREASON")
+	} else {
+		fmt.Fprintln(w, "#\tNAME\tACTION\tMATCHES")
+	}
+	for i, r := range d.Rules {
+		if p.wide {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%v\t%v\t%s\t%s\n", i, r.Name, r.Action, list(r.Programs), list(r.Subcommands), list(r.Args),
+				r.PathsOutside, r.Network, r.RequireSandbox, list(r.Categories), r.Reason)
+			continue
+		}
+		m := list(r.Programs)
+		if len(r.Subcommands) > 0 {
+			m += " " + list(r.Subcommands)
+		}
+		if len(r.Args) > 0 {
+			m += " args " + list(r.Args)
+		}
+		if r.PathsOutside {
+			m += " (paths outside the vault)"
+		}
+		if r.Network {
+			m += " (gets the network)"
+		}
+		if r.RequireSandbox {
+			m += " (only in a sandbox)"
+		}
+		if len(m) > 70 {
+			m = m[:67] + "..."
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", i, r.Name, r.Action, m)
+	}
+	fmt.Fprintf(w, "-\tdefault\t%s\tanything else\n", d.Fallback)
+	if d.Source == "default" {
+		fmt.Fprintln(w, "(the built-in rules: policy.rules in avfs.yaml replaces them; -o wide shows every field, -o yaml a file to start from)")
+	}
+}
+
+func list(l []string) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	return strings.Join(l, ",")
+}
