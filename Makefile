@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/avfs/avfs/internal/cli.Version=$(VERSION) -X github.com
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 
-.PHONY: all setup build test fuzz fuzz-all bench demo lint fmt clean schema e2e-otel
+.PHONY: all setup build test fuzz fuzz-all bench demo lint fmt clean schema e2e-otel posix
 
 all: build
 
@@ -46,6 +46,12 @@ fuzz-all: fuzz
 # tools/jaeger): the failed attempt's trace and the rollback's link.
 e2e-otel: build
 	./scripts/e2e-otel.sh
+
+# pjdfstest on a fresh mount, built from PJDFSTEST_TARBALL (default
+# ../shared/pjdfstest/pjdfstest-85a8aea.tar.gz); needs root. POSIX_DIRS
+# picks syscall directories (default: all).
+posix: build
+	./scripts/posix.sh $(POSIX_DIRS)
 
 bench: build
 	./scripts/bench.sh

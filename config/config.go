@@ -34,6 +34,9 @@ type Config struct {
 // Store configures the vault database.
 type Store struct {
 	Synchronous string `mapstructure:"synchronous"`
+	// MaxFileSize is the largest file, in bytes, in any vault of the
+	// store (vault.Options.MaxFileSize): larger ones fail with EFBIG.
+	MaxFileSize int64 `mapstructure:"max_file_size"`
 }
 
 // NATS says how to reach a fleet. Secrets are never printed.
@@ -144,6 +147,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("actor", "")
 	v.SetDefault("log_level", "warn")
 	v.SetDefault("store.synchronous", "NORMAL")
+	v.SetDefault("store.max_file_size", int64(1<<60))
 	v.SetDefault("nats.url", "")
 	v.SetDefault("nats.replicas", 1)
 	v.SetDefault("nats.inbox_prefix", "")

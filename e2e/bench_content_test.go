@@ -95,7 +95,7 @@ func BenchmarkFleetFile1GiB(b *testing.B) {
 		wsrv := procKB(b, pid, "VmHWM") - base
 		os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 		base = procKB(b, pid, "VmRSS")
-		cc, cd := run("", filepath.Join(dir, "cat.json"), "cat", "/big.bin")
+		cc, cd := run("", filepath.Join(dir, "cat.json"), "--json", "cat", "/big.bin")
 		csrv := procKB(b, pid, "VmHWM") - base
 		os.Remove(filepath.Join(dir, "cat.json"))
 		b.ReportMetric(float64(wc-small)/1024, "write-client-MB")

@@ -11,11 +11,16 @@ import (
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func vaultInfo(in vault.Info) messages.VaultInfo {
-	return messages.VaultInfo{
+	out := messages.VaultInfo{
 		Name: in.Name, Namespace: in.Namespace, CreatedAt: rfc3339(in.CreatedAt),
-		Files: in.Files, Dirs: in.Dirs, Bytes: in.Bytes, StoredBytes: in.StoredBytes,
+		Files: in.Files, Dirs: in.Dirs, Bytes: in.Bytes,
 		Checkpoints: in.Checkpoints, Parent: in.Parent, Quota: quotaArgs(in.Quota), Worker: in.Worker,
 	}
+	if in.StoredKnown {
+		sb := in.StoredBytes
+		out.StoredBytes = &sb
+	}
+	return out
 }
 
 func quotaArgs(q vault.Quota) messages.QuotaArgs {
@@ -29,7 +34,7 @@ func quota(q messages.QuotaArgs) vault.Quota {
 func entry(e vault.Entry) messages.Entry {
 	return messages.Entry{
 		Name: e.Name, Path: e.Path, Type: e.Kind.String(), Size: e.Size,
-		Mode: fmt.Sprintf("%04o", uint32(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target,
+		Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target,
 	}
 }
 

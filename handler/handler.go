@@ -99,6 +99,8 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpMv:                bind(h.mv),
 		messages.OpCp:                bind(h.cp),
 		messages.OpReadTree:          bind(h.readTree),
+		messages.OpImportDir:         bind(h.importDir),
+		messages.OpExportDir:         bind(h.exportDir),
 		messages.OpCheckpointSave:    bind(h.checkpointSave),
 		messages.OpCheckpointList:    bind(h.checkpointList),
 		messages.OpCheckpointRestore: bind(h.checkpointRestore),
@@ -108,6 +110,8 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpQuotaSet:          bind(h.quotaSet),
 		messages.OpAudit:             bind(h.audit),
 	}
+	h.historyOps()
+	h.searchOps()
 	return h
 }
 
@@ -279,11 +283,9 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	if err != nil {
 		return nil, err
 	}
-	in, err := h.store.Vault(req.Namespace, a.Target).Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return messages.ForkResult{Vault: h.info(in), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
+	// The fork's Info as Fork built it: stored_bytes would walk the whole
+	// tree, which would make a fork as slow as the tree is large.
+	return messages.ForkResult{Vault: h.info(res.Info), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
 }
 
 func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
@@ -339,7 +341,7 @@ func ParseMode(s string) (fs.FileMode, error) {
 	if err != nil || m > 0o7777 {
 		return 0, messages.Errorf(messages.CodeInvalidArgument, "mode %q: want octal permission bits like 0644", s)
 	}
-	return fs.FileMode(m), nil
+	return vault.FileMode(uint32(m)), nil
 }
 
 func (h *Handler) write(ctx context.Context, req messages.Request, a messages.WriteArgs) (any, error) {
@@ -599,7 +601,7 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 						out.Next = strconv.Itoa(seen - 1)
 						return errFull
 					}
-					f := messages.BatchFile{Path: e.Path, Type: e.Kind.String(), Mode: fmt.Sprintf("%04o", uint32(e.Mode)), Target: e.Target, Mtime: rfc3339(e.Mtime)}
+					f := messages.BatchFile{Path: e.Path, Type: e.Kind.String(), Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Target: e.Target, Mtime: rfc3339(e.Mtime)}
 					if e.Kind == vault.KindFile {
 						data, _, err := tx.ReadFile(e.Path)
 						if err != nil {

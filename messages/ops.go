@@ -24,12 +24,31 @@ const (
 	OpMv         Op = "file.mv"
 	OpCp         Op = "file.cp"
 	OpReadTree   Op = "file.read_tree"
+	OpImportDir  Op = "file.import_dir"
+	OpExportDir  Op = "file.export_dir"
+	OpGrep       Op = "file.grep"
+	OpFind       Op = "file.find"
+
+	OpSearch  Op = "search.query"
+	OpReindex Op = "search.reindex"
+
+	OpLabel     Op = "meta.label"
+	OpLabelsGet Op = "meta.get"
 
 	OpCheckpointSave    Op = "checkpoint.save"
 	OpCheckpointList    Op = "checkpoint.list"
 	OpCheckpointRestore Op = "checkpoint.restore"
 	OpCheckpointDelete  Op = "checkpoint.delete"
 	OpCheckpointDiff    Op = "checkpoint.diff"
+
+	OpHistoryLog      Op = "history.log"
+	OpHistoryCat      Op = "history.cat"
+	OpHistoryCheckout Op = "history.checkout"
+	OpHistoryRevert   Op = "history.revert"
+	OpHistoryDiff     Op = "history.diff"
+	OpHistoryPrune    Op = "history.prune"
+	OpHistoryGet      Op = "history.get"
+	OpHistorySet      Op = "history.set"
 
 	OpQuotaGet Op = "quota.get"
 	OpQuotaSet Op = "quota.set"
@@ -45,14 +64,20 @@ const (
 	// OpTransferOpen makes sure the namespace's transfer bucket exists
 	// before a caller puts content in it (fleet only).
 	OpTransferOpen Op = "transfer.open"
+
+	// OpMountStart asks the vault's owner to serve it as a FUSE mount
+	// at a directory of its own machine (`avfs mount` through a
+	// fleet); OpMountStop ends that mount.
+	OpMountStart Op = "mount.start"
+	OpMountStop  Op = "mount.stop"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the
 // vault's request log for idempotent redelivery.
 func (o Op) Mutating() bool {
 	switch o {
-	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
+	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true

@@ -144,6 +144,15 @@ type ReadTreeArgs struct {
 	MaxBytes int64  `json:"max_bytes,omitempty"`
 }
 
+// HostDirArgs: file.import_dir and file.export_dir, a whole tree between
+// the vault's Path and HostDir, a directory on the machine that serves the
+// request (as VaultTransferArgs.File is). An import is one transaction,
+// refused before it writes anything when it would break a quota.
+type HostDirArgs struct {
+	HostDir string `json:"host_dir"`
+	Path    string `json:"path"`
+}
+
 // CheckpointArgs: checkpoint.save, restore, delete.
 type CheckpointArgs struct {
 	Name    string `json:"name"`

@@ -2,13 +2,16 @@ package messages
 
 // VaultInfo describes a vault (docs/cli.md).
 type VaultInfo struct {
-	Name        string    `json:"name"`
-	Namespace   string    `json:"namespace"`
-	CreatedAt   string    `json:"created_at"`
-	Files       int64     `json:"files"`
-	Dirs        int64     `json:"dirs"`
-	Bytes       int64     `json:"bytes"`
-	StoredBytes int64     `json:"stored_bytes"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	CreatedAt string `json:"created_at"`
+	Files     int64  `json:"files"`
+	Dirs      int64  `json:"dirs"`
+	Bytes     int64  `json:"bytes"`
+	// StoredBytes is null where it was not computed: a fork's reply
+	// leaves it out because computing it walks the whole tree (ask
+	// vault.info).
+	StoredBytes *int64    `json:"stored_bytes"`
 	Checkpoints int64     `json:"checkpoints"`
 	Parent      *string   `json:"parent"`
 	Quota       QuotaArgs `json:"quota"`
@@ -210,4 +213,25 @@ type AuditEvent struct {
 // AuditResult: audit.query.
 type AuditResult struct {
 	Events []AuditEvent `json:"events"`
+}
+
+// MountArgs: mount.start and mount.stop.
+type MountArgs struct {
+	// Dir is the absolute path of an existing directory on the owner's
+	// machine.
+	Dir      string `json:"dir"`
+	ReadOnly bool   `json:"readonly,omitempty"`
+	// Machine identifies the caller's machine (/etc/machine-id, else
+	// the host name): an owner on another machine refuses mount.start,
+	// as it cannot mount there.
+	Machine string `json:"machine,omitempty"`
+}
+
+// MountResult: mount.start and mount.stop.
+type MountResult struct {
+	Dir       string `json:"mountpoint"`
+	Namespace string `json:"namespace"`
+	Vault     string `json:"vault"`
+	ReadOnly  bool   `json:"readonly"`
+	Worker    string `json:"worker"`
 }

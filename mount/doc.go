@@ -15,7 +15,8 @@
 //     with one read transaction. The kernel caches names, attributes and
 //     misses for a minute (Options), and directory listings and file pages
 //     until told otherwise: the kernel sees every change made through the
-//     mount, and Invalidate tells it of changes made behind its back.
+//     mount, and the mount tells it of changes made behind its back (see
+//     Coherence).
 //   - Writes and truncations are buffered per file, shared by all its
 //     descriptors, and committed in one transaction on flush (close),
 //     fsync, the last release, Sync or Close. A commit rewrites only the
@@ -51,14 +52,44 @@
 //     it reads a directory (git clean, remove_dir_all) resumes where it
 //     was.
 //
+// # Coherence
+//
+// Every transaction on a vault, whichever process makes it, takes the
+// next number of the vault's change sequence and stamps its audit events
+// with it (vault.LogPos, vault.Log). The mount polls that position every
+// Options.Poll (200 ms; one indexed row) and, when another writer moved
+// it, reads the events since, re-reads the cached directories they touch
+// (or every cached directory after a restore, an import or too many
+// events), updates the entries that differ and sends the kernel
+// NotifyEntry for names that came or went and NotifyContent for changed
+// attributes, listings and files. So `avfs write` from another process,
+// an exec through a worker's mount, a restore or a handoff shows in the
+// mount within the poll interval; Refresh catches up at once (the worker
+// calls it before each command and after each API change). The mount's
+// own queued changes are committed before it re-reads, so they are
+// neither lost nor undone, and its own commits are recognised by their
+// sequence numbers and cost nothing. A file with buffered writes keeps
+// them (they win when committed); an open file whose content changed
+// elsewhere reads the new content; one removed elsewhere reads its
+// cached content, if any, else EIO.
+//
 // # Invariants
 //
-//   - The mount assumes it is the vault's only writer while mounted.
-//     Whoever changes the vault behind its back (a checkpoint restore)
-//     calls Sync before and Invalidate after, which drops both the mount's
-//     and the kernel's caches. The vault API sees a change made through
-//     the mount once Sync returns (queued changes within 5 ms anyway, a
-//     file and its contents when the file is closed).
+//   - Changes made behind the mount's back are shown within
+//     Options.Poll (Coherence). Invalidate, which drops every cache and
+//     fails open descriptors with ESTALE, remains for a vault replaced
+//     wholesale. The vault API sees a change made through the mount once
+//     Sync returns (queued changes within 5 ms anyway, a file and its
+//     contents when the file is closed).
+//   - No single request can take the process down: a handler that
+//     panics answers EIO (go-fuse recovers it), and no request allocates
+//     by a size it names: holes in sparse files cost nothing (the vault's
+//     chunk lists keep them as runs), a file cannot grow past the store's
+//     max_file_size (EFBIG), reads and copies are bounded per request,
+//     and buffered writes are bounded too: past MaxDirty in one file, or
+//     four times that in all files, a file commits early, and an
+//     unlinked file's writes (which go nowhere) fail with ENOSPC past
+//     64 MiB.
 //   - Inode numbers are the vault's (vault.Entry.Ino): stable across
 //     mounts, never reused within a vault, so the generation is always 1.
 //     A queued create's number is reserved before the kernel sees it;
@@ -71,18 +102,35 @@
 //   - An unlinked file stays readable through descriptors opened before
 //     (up to 64 MiB of committed content is kept in memory), but its
 //     writes go nowhere.
+//   - Owners, modes and permissions are POSIX's: an entry belongs to the
+//     process that created it (the request's caller; the vault records
+//     NoOwner for entries made through its API, shown as the mounting
+//     user's), keeps setuid, setgid and sticky bits, and takes the group
+//     of a setgid directory (vault.Inherit). The kernel checks every
+//     caller against them (default_permissions): who may chown, chmod,
+//     remove in a sticky directory, and what a chown or a write by
+//     another user clears (it sends the new mode). Options.AllowOther
+//     lets other users in.
+//   - Fifos, sockets and device nodes are vault entries; the kernel
+//     serves their opens (the mount is nodev and nosuid, as FUSE mounts
+//     are by default, so a device node cannot be opened through it).
+//   - Directories count 2 links plus their subdirectories. Access times
+//     follow relatime for the reads that reach the mount (a read served
+//     from the kernel's page cache does not). A name over 255 bytes is
+//     ENAMETOOLONG for every call; a path from the vault root may be far
+//     longer than 4,096 bytes (vault.MaxTreePathLen).
 //   - Not supported: hard links (link(2) answers EPERM, git falls back to
-//     rename), device and FIFO nodes (EPERM), extended attributes
-//     (EOPNOTSUPP), RENAME_EXCHANGE (EINVAL), O_TMPFILE (EOPNOTSUPP),
-//     owners (every entry belongs to the mounting process; chown is
-//     accepted and ignored), access times (atime is mtime), and mode bits
-//     beyond the permissions (setuid, setgid and sticky are dropped).
+//     rename), extended attributes (EOPNOTSUPP), RENAME_EXCHANGE
+//     (EINVAL), O_TMPFILE (EOPNOTSUPP).
 //     POSIX locks are handled by the kernel locally.
 //
 // # Locks
 //
-// Lock order: Mount.nsMu, then fileData.mu, then queue.tx, then
-// queue.mu, then Mount.mu. nsMu is held exclusively by create, remove and
+// Lock order: follower.mu, then Mount.nsMu, then fileData.mu, then
+// queue.tx, then queue.mu, then Mount.mu. A catch-up (follower.mu) holds
+// nsMu exclusively while it re-reads and applies, and then the fileData
+// of every file it may touch at once: nobody else holds two of those, as
+// only holders of nsMu exclusively would. nsMu is held exclusively by create, remove and
 // rename, and shared by everything else that resolves a vault path and
 // then calls the vault, so a path stays right for the length of the call;
 // the timer's commit of the queue needs no path and holds none. queue.tx

@@ -27,11 +27,17 @@ const errGone = syscall.ENOENT
 type entry struct {
 	ino    uint64
 	kind   vault.Kind
-	mode   uint32 // permission bits
+	mode   uint32 // permission, setuid, setgid and sticky bits
 	size   int64
 	mtime  int64 // Unix nanoseconds
 	ctime  int64
+	atime  int64
 	target string // symlink target
+	// uid and gid are vault.NoOwner when the vault recorded none: the
+	// mount shows the mounting user's.
+	uid, gid int64
+	rdev     uint64
+	nlink    uint32
 
 	parent    *entry // nil for the root and for removed entries
 	name      string
@@ -56,47 +62,80 @@ type entry struct {
 }
 
 func newEntry(v vault.Entry) *entry {
-	return &entry{
-		ino: v.Ino, kind: v.Kind, mode: uint32(v.Mode.Perm()), size: v.Size,
-		mtime: v.Mtime.UnixNano(), ctime: v.Ctime.UnixNano(), target: v.Target,
-	}
+	e := &entry{ino: v.Ino, kind: v.Kind}
+	e.refresh(v)
+	return e
 }
 
 // refresh copies the vault's view of e's attributes into e.
 func (e *entry) refresh(v vault.Entry) {
-	e.mode, e.size, e.target = uint32(v.Mode.Perm()), v.Size, v.Target
-	e.mtime, e.ctime = v.Mtime.UnixNano(), v.Ctime.UnixNano()
+	e.mode, e.size, e.target = vault.ModeBits(v.Mode), v.Size, v.Target
+	e.mtime, e.ctime, e.atime = v.Mtime.UnixNano(), v.Ctime.UnixNano(), v.Atime.UnixNano()
+	e.uid, e.gid, e.rdev, e.nlink = v.Uid, v.Gid, v.Rdev, v.Nlink
 	e.stale = false
+}
+
+// kindBits pairs each vault kind with its S_IFMT bits.
+var kindBits = []struct {
+	kind vault.Kind
+	bits uint32
+}{
+	{vault.KindFile, syscall.S_IFREG},
+	{vault.KindDir, syscall.S_IFDIR},
+	{vault.KindSymlink, syscall.S_IFLNK},
+	{vault.KindFifo, syscall.S_IFIFO},
+	{vault.KindSocket, syscall.S_IFSOCK},
+	{vault.KindCharDev, syscall.S_IFCHR},
+	{vault.KindBlkDev, syscall.S_IFBLK},
 }
 
 // typeBits is the S_IFMT part of the entry's mode.
 func typeBits(k vault.Kind) uint32 {
-	switch k {
-	case vault.KindDir:
-		return syscall.S_IFDIR
-	case vault.KindSymlink:
-		return syscall.S_IFLNK
+	for _, kb := range kindBits {
+		if kb.kind == k {
+			return kb.bits
+		}
 	}
 	return syscall.S_IFREG
 }
 
-// fillAttr renders e as FUSE attributes. The vault keeps no owner and no
-// access time: files belong to the mounting process, and atime is mtime.
-// Directories report one link, the convention (btrfs) for "not counted",
-// which tells find(1) not to use link counts to skip subdirectories.
+// kindOf is the vault kind for the S_IFMT part of a mode (0: a file).
+func kindOf(mode uint32) (vault.Kind, bool) {
+	t := mode & syscall.S_IFMT
+	if t == 0 {
+		return vault.KindFile, true
+	}
+	for _, kb := range kindBits {
+		if kb.bits == t {
+			return kb.kind, kb.kind != vault.KindDir && kb.kind != vault.KindSymlink
+		}
+	}
+	return 0, false
+}
+
+// fillAttr renders e as FUSE attributes. An entry the vault records no
+// owner for belongs to the mounting user. Directories count 2 links plus
+// one per subdirectory, as on ext4.
 func (m *Mount) fillAttr(e *entry, a *fuse.Attr) {
 	a.Ino = e.ino
 	a.Size = uint64(e.size)
 	a.Blocks = (uint64(e.size) + 511) / 512
 	a.Blksize = blockSize
 	a.Mode = typeBits(e.kind) | e.mode
-	a.Nlink = 1
+	a.Nlink = max(e.nlink, 1)
 	if e.unlinked {
 		a.Nlink = 0
 	}
 	a.Uid, a.Gid = m.uid, m.gid
+	if e.uid >= 0 {
+		a.Uid = uint32(e.uid)
+	}
+	if e.gid >= 0 {
+		a.Gid = uint32(e.gid)
+	}
+	a.Rdev = uint32(e.rdev)
 	a.Mtime, a.Mtimensec = uint64(e.mtime/1e9), uint32(e.mtime%1e9)
-	a.Atime, a.Atimensec = a.Mtime, a.Mtimensec
+	a.Atime, a.Atimensec = uint64(e.atime/1e9), uint32(e.atime%1e9)
 	a.Ctime, a.Ctimensec = uint64(e.ctime/1e9), uint32(e.ctime%1e9)
 	if e.data != nil && e.data.dirty {
 		// The kernel now holds attributes that the commit will change
@@ -314,6 +353,15 @@ func (m *Mount) addChildLocked(d *entry, name string, c *entry, now time.Time) {
 	}
 	delete(d.negative, name)
 	d.touch(now)
+	d.nlink += subdir(c)
+}
+
+// subdir is what entry c adds to its directory's link count.
+func subdir(c *entry) uint32 {
+	if c.kind == vault.KindDir {
+		return 1
+	}
+	return 0
 }
 
 // touch records that a directory's entries changed at now, as the vault
@@ -327,6 +375,9 @@ func (e *entry) touch(now time.Time) {
 func (m *Mount) removeLocked(c *entry) {
 	if c.parent != nil && c.parent.children != nil && c.parent.children[c.name] == c {
 		delete(c.parent.children, c.name)
+	}
+	if c.parent != nil {
+		c.parent.nlink -= subdir(c)
 	}
 	c.parent = nil
 	c.unlinked = true

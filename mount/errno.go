@@ -28,7 +28,7 @@ func Errno(err error) syscall.Errno {
 	case errors.As(err, &qe):
 		// A single file over max_file_size_mb is "file too large";
 		// the vault's total size or entry count is a disk quota.
-		if qe.Limit == "max_file_size_mb" {
+		if qe.Limit == "max_file_size_mb" || qe.Limit == "max_file_size" {
 			return syscall.EFBIG
 		}
 		return syscall.EDQUOT
@@ -74,7 +74,7 @@ func tooLong(err error) bool {
 	if !errors.As(err, &pe) {
 		return false
 	}
-	if len(pe.Path) > vault.MaxPathLen {
+	if len(pe.Path) > vault.MaxTreePathLen {
 		return true
 	}
 	for _, c := range strings.Split(pe.Path, "/") {

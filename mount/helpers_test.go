@@ -16,8 +16,17 @@ import (
 // testVault creates a vault with quota q in a fresh store.
 func testVault(t testing.TB, q vault.Quota) *vault.Vault {
 	t.Helper()
+	v, _ := storeVault(t, q, vault.Options{})
+	return v
+}
+
+// storeVault creates vault default/v with quota q in a fresh store opened
+// with o, and returns it with the store's file.
+func storeVault(t testing.TB, q vault.Quota, o vault.Options) (*vault.Vault, string) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{})
+	file := filepath.Join(t.TempDir(), "store.db")
+	s, err := vault.Open(ctx, file, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +34,7 @@ func testVault(t testing.TB, q vault.Quota) *vault.Vault {
 	if _, err := s.Create(ctx, "default", "v", q, vault.Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	return s.Vault("default", "v")
+	return s.Vault("default", "v"), file
 }
 
 // mountVault mounts v on a fresh directory and unmounts it when the test

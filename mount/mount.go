@@ -54,6 +54,11 @@ const (
 type Options struct {
 	// ReadOnly mounts the vault read-only: every change fails with EROFS.
 	ReadOnly bool
+	// AllowOther lets users other than the mounting one use the mount
+	// (FUSE's allow_other: root, or user_allow_other in /etc/fuse.conf).
+	// The kernel checks every caller against the entries' owners and
+	// modes either way (default_permissions).
+	AllowOther bool
 	// Meta is recorded with every change made through the mount (Actor
 	// defaults to "mount"). Its RequestID is ignored: a mount makes many
 	// changes, and a request id would make all but the first replay it.
@@ -72,10 +77,21 @@ type Options struct {
 	AttrTimeout     time.Duration
 	NegativeTimeout time.Duration
 
+	// Poll is how often the mount reads the vault's change log for
+	// changes made behind its back (another process, an exec, a
+	// restore), which it then shows. Zero means 200 ms; negative turns
+	// following off (Refresh still catches up).
+	Poll time.Duration
+
 	// MaxDirty is how many bytes of one file's writes are buffered
 	// before they are committed without waiting for close or fsync.
 	// Zero means 64 MiB.
 	MaxDirty int64
+	// panicOn names an entry whose lookup panics: a fault the tests
+	// inject (no request can make the mount panic for real) to check
+	// that the serving process survives one.
+	panicOn string
+
 	// CacheBytes bounds the content of small files (up to 1 MiB each)
 	// that the mount keeps in memory after reading or writing them, so
 	// that reading them again costs no vault query. Zero means 64 MiB,
@@ -119,8 +135,16 @@ type Mount struct {
 
 	q queue // removals and renames not yet in the vault
 
-	maxFileSize atomic.Int64 // the vault's max_file_size_mb in bytes, 0 = none
+	panicOn string // Options.panicOn
+
+	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
+	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
+
+	served     chan struct{} // closed when the server stops: unmounted
+	fol        follower      // the vault's change log as the caches reflect it
+	stopFollow chan struct{} // closed by Close: the poller stops
+	followDone chan struct{} // closed when the poller has stopped
 
 	notifies  sync.WaitGroup // kernel notifications sent in the background
 	closeOnce sync.Once
@@ -136,6 +160,10 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("mount %s: %w", dir, syscall.ENOTDIR)
+	}
+	pos, err := v.LogPos(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	st, err := v.Stat(ctx, "/")
 	if err != nil {
@@ -159,7 +187,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		v: v, dir: dir, meta: meta, ro: o.ReadOnly, maxDirty: maxDirty,
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
 		ctx: mctx, cancel: cancel,
-		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{},
+		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{}, panicOn: o.panicOn,
 	}
 	switch {
 	case o.CacheBytes == 0:
@@ -167,6 +195,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	case o.CacheBytes > 0:
 		m.cache.max = o.CacheBytes
 	}
+	m.fol.pos = pos
 	m.root = newEntry(st)
 	m.metas[rootIno] = m.root
 	if err := m.refreshQuota(ctx); err != nil {
@@ -179,6 +208,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	opts := &fs.Options{
 		MountOptions: fuse.MountOptions{
 			DirectMountStrict: true,
+			AllowOther:        o.AllowOther,
 			FsName:            "avfs:" + v.Namespace() + "/" + v.Name(),
 			Name:              "avfs",
 			// The kernel checks permissions against the attributes
@@ -233,6 +263,20 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
+	m.served = make(chan struct{})
+	go func() {
+		server.Wait()
+		close(m.served)
+	}()
+	m.stopFollow, m.followDone = make(chan struct{}), make(chan struct{})
+	if every := o.Poll; every >= 0 {
+		if every == 0 {
+			every = defaultPoll
+		}
+		go m.follow(every, m.stopFollow, m.followDone)
+	} else {
+		close(m.followDone)
+	}
 	return m, nil
 }
 
@@ -308,7 +352,7 @@ func (m *Mount) Invalidate() {
 		d.dirty = false
 		m.mu.Unlock()
 		d.stale = true
-		d.revert()
+		m.account(d, d.revert)
 		d.mu.Unlock()
 	}
 	if err := m.refreshQuota(m.ctx); err != nil {
@@ -352,6 +396,8 @@ func (m *Mount) invalidateKernel(root *fs.Inode, negative map[uint64][]string) {
 // and waits for the server to stop.
 func (m *Mount) Close() error {
 	m.closeOnce.Do(func() {
+		close(m.stopFollow)
+		<-m.followDone
 		serr := m.Sync(m.ctx)
 		uerr := m.unmount()
 		m.mu.Lock()
@@ -435,9 +481,9 @@ func (m *Mount) refreshQuota(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var limit int64
+	limit := m.v.MaxFileSize()
 	if q.MaxFileSizeMB != nil {
-		limit = *q.MaxFileSizeMB << 20
+		limit = min(limit, *q.MaxFileSizeMB<<20)
 	}
 	m.maxFileSize.Store(limit)
 	m.maxFiles.Store(q.MaxFiles != nil)
@@ -462,7 +508,7 @@ func (m *Mount) checkFileSize(ctx context.Context, d *fileData, size int64) sysc
 }
 
 // statfs reports the vault's quota as the file system's capacity; with no
-// quota, a notional 1 TiB and 2^32 inodes.
+// quota, a notional 1 TiB free and 2^32 inodes.
 func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	m.nsMu.RLock()
 	err := m.flushHeld(ctx)
@@ -474,7 +520,8 @@ func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	if err != nil {
 		return m.errno("statfs", "/", err)
 	}
-	capacity := int64(1 << 40)
+	// Sparse files count their holes: keep room beyond them.
+	capacity := max(int64(1<<40), u.Bytes+1<<40)
 	if q.MaxSizeMB != nil {
 		capacity = *q.MaxSizeMB << 20
 	}
@@ -498,4 +545,17 @@ func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // Wait blocks until the file system is unmounted, by Close or from
 // outside (`avfs unmount`, umount(8)).
-func (m *Mount) Wait() { m.server.Wait() }
+func (m *Mount) Wait() { <-m.served }
+
+// Serving reports whether the mount still answers: false once it was
+// unmounted, by Close or from outside, or its mount point went dead
+// (ENOTCONN).
+func (m *Mount) Serving() bool {
+	select {
+	case <-m.served:
+		return false
+	default:
+	}
+	var st syscall.Stat_t
+	return !errors.Is(syscall.Stat(m.dir, &st), syscall.ENOTCONN)
+}

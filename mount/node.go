@@ -31,8 +31,11 @@ func (m *Mount) newNode(e *entry) (fs.InodeEmbedder, fs.StableAttr) {
 		return &dirNode{node{m: m, ino: e.ino}}, id
 	case vault.KindSymlink:
 		return &linkNode{node{m: m, ino: e.ino}}, id
+	case vault.KindFile:
+		return &fileNode{node{m: m, ino: e.ino}}, id
 	}
-	return &fileNode{node{m: m, ino: e.ino}}, id
+	// A fifo, socket or device: the kernel serves its opens itself.
+	return &node{m: m, ino: e.ino}, id
 }
 
 // entryOf resolves the entry a request is about: the open handle's, if
@@ -104,9 +107,15 @@ var _ = (fs.NodeLookuper)((*dirNode)(nil))
 
 // Lookup answers from the directory's cached listing.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > vault.MaxNameLen {
+		return nil, syscall.ENAMETOOLONG
+	}
 	de, errno := d.self()
 	if errno != 0 {
 		return nil, errno
+	}
+	if name == d.m.panicOn && name != "" {
+		panic("injected fault: lookup of " + name)
 	}
 	e, errno := d.m.lookup(d.m.ctx, de, name)
 	if errno != 0 {
@@ -205,7 +214,8 @@ var _ = (fs.NodeMkdirer)((*dirNode)(nil))
 
 // Mkdir creates a directory.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindDir, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindDir, perm: mode & 0o7777, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -216,7 +226,8 @@ var _ = (fs.NodeCreater)((*dirNode)(nil))
 
 // Create creates a regular file and opens it.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindFile, perm: mode & 0o7777, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -227,14 +238,15 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 
 var _ = (fs.NodeMknoder)((*dirNode)(nil))
 
-// Mknod creates regular files only: the vault has no devices, FIFOs or
-// sockets, and EPERM is what mknod(2) answers for a file system that does
-// not support a node type.
+// Mknod creates a regular file, fifo, socket or device node. The kernel
+// has checked that the caller may make a device node (CAP_MKNOD).
 func (d *dirNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if mode&syscall.S_IFMT != syscall.S_IFREG && mode&syscall.S_IFMT != 0 {
-		return nil, syscall.EPERM
+	kind, ok := kindOf(mode)
+	if !ok {
+		return nil, syscall.EINVAL
 	}
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindFile, mode&0o7777, "")
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: kind, perm: mode & 0o7777, rdev: uint64(dev), uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -245,7 +257,8 @@ var _ = (fs.NodeSymlinker)((*dirNode)(nil))
 
 // Symlink creates a symbolic link.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, errno := d.m.create(d.m.ctx, d.ino, name, vault.KindSymlink, 0o777, target)
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindSymlink, perm: 0o777, target: target, uid: uid, gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -485,4 +498,46 @@ func (f *fileNode) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn 
 		return 0, errno
 	}
 	return uint32(got), 0
+}
+
+var _ = (fs.NodeLseeker)((*fileNode)(nil))
+
+// Lseek answers SEEK_DATA and SEEK_HOLE from the vault's chunk list, so
+// that cp --sparse and tar -S skip holes instead of reading zeros. A file
+// with buffered changes is all data until they are committed.
+func (f *fileNode) Lseek(ctx context.Context, fh fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	m := f.m
+	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
+		return 0, syscall.EINVAL // the kernel seeks the others itself
+	}
+	e := f.entryOf(fh)
+	if e == nil {
+		return 0, errGone
+	}
+	m.mu.Lock()
+	size, dirty := e.size, e.data != nil && e.data.dirty
+	m.mu.Unlock()
+	if int64(off) >= size {
+		return 0, syscall.ENXIO
+	}
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	p, errno := m.path(e)
+	if dirty || errno != 0 {
+		if whence == unix.SEEK_DATA {
+			return off, 0
+		}
+		return uint64(size), 0
+	}
+	if err := m.flushHeld(m.ctx); err != nil {
+		return 0, m.errno("lseek", p, err)
+	}
+	at, ok, err := m.v.Seek(m.ctx, p, int64(off), whence == unix.SEEK_HOLE)
+	switch {
+	case err != nil:
+		return 0, m.errno("lseek", p, err)
+	case !ok:
+		return 0, syscall.ENXIO
+	}
+	return uint64(at), 0
 }

@@ -17,13 +17,36 @@ import (
 // change is a vault transaction, except removals and renames, which are
 // checked against the entry cache, answered, and queued for the next one.
 
-// create makes a file, directory or symlink called name in directory
-// dirIno. A file or directory is answered at once and queued, with an
-// inode number reserved in the vault, when nothing in the vault can
-// refuse it: a new file's create then rides on the commit of its content.
-func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vault.Kind, perm uint32, target string) (*entry, syscall.Errno) {
+// newSpec is what a create asks for: the kind, the mode bits (after the
+// caller's umask), the symlink target or device number, and the calling
+// process's user and group, who own the new entry.
+type newSpec struct {
+	kind     vault.Kind
+	perm     uint32
+	target   string
+	rdev     uint64
+	uid, gid uint32
+}
+
+// creator is the process a request comes from, who owns what it creates.
+func (m *Mount) creator(ctx context.Context) (uid, gid uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return m.uid, m.gid
+}
+
+// create makes a file, directory, symlink or special node called name in
+// directory dirIno. A file or directory is answered at once and queued,
+// with an inode number reserved in the vault, when nothing in the vault
+// can refuse it: a new file's create then rides on the commit of its
+// content.
+func (m *Mount) create(ctx context.Context, dirIno uint64, name string, ns newSpec) (*entry, syscall.Errno) {
 	if m.ro {
 		return nil, syscall.EROFS
+	}
+	if len(name) > vault.MaxNameLen {
+		return nil, syscall.ENAMETOOLONG
 	}
 	m.nsMu.Lock()
 	defer m.nsMu.Unlock()
@@ -36,28 +59,40 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vau
 		return nil, errno
 	}
 	p := childPath(dp, name)
-	mode := iofs.FileMode(perm).Perm()
-	if c, errno := m.createQueued(ctx, d, p, name, kind, mode); errno != 0 || c != nil {
+	kind := ns.kind
+	m.mu.Lock()
+	// What the vault gives the entry in a setgid directory (Tx.create).
+	mode, gid := vault.Inherit(vault.FileMode(d.mode), d.gid, kind, vault.FileMode(ns.perm), int64(ns.gid))
+	m.mu.Unlock()
+	if c, errno := m.createQueued(ctx, d, p, name, ns, mode, gid); errno != 0 || c != nil {
 		return c, errno
 	}
 	var st vault.Entry
 	err := m.update(ctx, func(tx *vault.Tx) error {
-		ino := tx.NextIno()
-		if err := createIn(tx, p, kind, mode, target, nil); err != nil {
-			return err
-		}
-		if tx.NextIno() != ino+1 {
-			// Not the one number a create takes: ask the vault.
-			var err error
-			st, err = tx.Stat(p)
-			return err
-		}
-		// What the vault just stored, known without a second walk.
-		st = vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: tx.Time(), Ctime: tx.Time()}
-		if kind == vault.KindSymlink {
-			st.Mode, st.Size, st.Target = 0o777, int64(len(target)), target
-		}
-		return nil
+		return tx.AsOwner(ns.uid, ns.gid, func() error {
+			ino := tx.NextIno()
+			if err := createIn(tx, p, ns, vault.FileMode(ns.perm), nil); err != nil {
+				return err
+			}
+			if tx.NextIno() != ino+1 {
+				// Not the one number a create takes: ask the vault.
+				var err error
+				st, err = tx.Stat(p)
+				return err
+			}
+			// What the vault just stored, known without a second walk.
+			st = vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: tx.Time(), Ctime: tx.Time(), Atime: tx.Time(),
+				Uid: int64(ns.uid), Gid: gid, Nlink: 1}
+			switch kind {
+			case vault.KindSymlink:
+				st.Mode, st.Size, st.Target = 0o777, int64(len(ns.target)), ns.target
+			case vault.KindDir:
+				st.Nlink = 2
+			case vault.KindCharDev, vault.KindBlkDev:
+				st.Rdev = ns.rdev
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, m.errno("create", p, err)
@@ -79,8 +114,9 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, kind vau
 // a vault with a max_files quota (the one limit a create can break), a
 // name or path the vault should judge, or no reserved inode number left.
 // Caller holds m.nsMu exclusively.
-func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, kind vault.Kind, mode iofs.FileMode) (*entry, syscall.Errno) {
-	if kind == vault.KindSymlink || m.maxFiles.Load() || len(p) > vault.MaxPathLen ||
+func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, ns newSpec, mode iofs.FileMode, gid int64) (*entry, syscall.Errno) {
+	kind := ns.kind
+	if (kind != vault.KindFile && kind != vault.KindDir) || m.maxFiles.Load() || len(p) > vault.MaxTreePathLen ||
 		len(name) > vault.MaxNameLen || vault.ValidName(name) != nil {
 		return nil, 0
 	}
@@ -96,34 +132,42 @@ func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, kind
 		return nil, 0
 	}
 	now := time.Now()
-	c := newEntry(vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: now, Ctime: now})
+	st := vault.Entry{Name: name, Path: p, Kind: kind, Mode: mode, Ino: ino, Mtime: now, Ctime: now, Atime: now,
+		Uid: int64(ns.uid), Gid: gid, Nlink: 1}
+	if kind == vault.KindDir {
+		st.Nlink = 2
+	}
+	c := newEntry(st)
 	c.queued = true
 	if kind == vault.KindDir {
 		c.children = map[string]*entry{}
 	}
-	m.enqueue(change{op: opCreate, from: p, kind: kind, mode: &mode, ino: ino, e: c, at: now})
+	perm := vault.FileMode(ns.perm)
+	m.enqueue(change{op: opCreate, from: p, kind: kind, mode: &perm, uid: ns.uid, gid: ns.gid, ino: ino, e: c, at: now})
 	m.mu.Lock()
 	m.addChildLocked(d, name, c, now)
 	m.mu.Unlock()
 	return c, 0
 }
 
-// createIn creates one file (holding data), directory or symlink at p
-// in tx.
-func createIn(tx *vault.Tx, p string, kind vault.Kind, mode iofs.FileMode, target string, data []byte) error {
+// createIn creates one entry of ns's kind, target and device number at
+// p in tx, with mode bits mode; a file holds data.
+func createIn(tx *vault.Tx, p string, ns newSpec, mode iofs.FileMode, data []byte) error {
 	var err error
-	switch kind {
+	switch ns.kind {
 	case vault.KindFile:
 		_, err = tx.WriteFile(p, data, vault.WriteOptions{Mode: mode, Exclusive: true})
 	case vault.KindDir:
 		err = tx.Mkdir(p, mode, false)
 	case vault.KindSymlink:
-		err = tx.Symlink(target, p)
+		err = tx.Symlink(ns.target, p)
+	default:
+		err = tx.Mknod(p, ns.kind, mode, ns.rdev)
 	}
 	if err != nil {
 		return err
 	}
-	if mode == 0 && kind != vault.KindSymlink {
+	if mode == 0 && ns.kind != vault.KindSymlink {
 		// The vault reads mode 0 as "default": ask for it again.
 		if _, err := tx.SetAttr(p, &mode, nil); err != nil {
 			return err
@@ -229,7 +273,7 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 		return errno
 	}
 	dp = childPath(dp, newName)
-	if len(dp) > vault.MaxPathLen {
+	if len(dp) > vault.MaxTreePathLen {
 		return syscall.ENAMETOOLONG
 	}
 	var o orphaning
@@ -269,6 +313,8 @@ func (m *Mount) move(sd *entry, name string, c, dd *entry, newName string, victi
 	if sd.children != nil && sd.children[name] == c {
 		delete(sd.children, name)
 	}
+	sd.nlink -= subdir(c)
+	dd.nlink += subdir(c)
 	c.parent, c.name = dd, newName
 	if dd.children != nil {
 		dd.children[newName] = c
@@ -521,7 +567,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		m.uncacheLocked(e)
 	}
 	m.mu.Unlock()
-	d.committed(now.UnixNano())
+	m.account(d, func() { d.committed(now.UnixNano()) })
 	m.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
@@ -540,7 +586,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 // discardLocked drops d's buffered changes and makes the kernel drop the
 // pages and attributes it got from them. Caller holds d.mu.
 func (m *Mount) discardLocked(e *entry, d *fileData) {
-	d.revert()
+	m.account(d, d.revert)
 	m.mu.Lock()
 	e.dropCache = true
 	e.size = d.size
@@ -575,8 +621,22 @@ func (d *fileData) apply(tx *vault.Tx, p string) error {
 	return nil
 }
 
+// maxBuffered bounds the writes buffered in all files together, in
+// multiples of MaxDirty: past it, each write commits its file.
+const maxBuffered = 4
+
+// account runs fn, which changes d's buffered bytes, and counts the
+// change in m.buffered. Caller holds d.mu.
+func (m *Mount) account(d *fileData, fn func()) {
+	before := d.dirtyBytes
+	fn()
+	m.buffered.Add(d.dirtyBytes - before)
+}
+
 // write buffers data at off of the file behind h, committing early when
-// the buffer grows past MaxDirty.
+// its buffer grows past MaxDirty, or all files' past maxBuffered times
+// that. An unlinked file's writes, which go nowhere, fail with ENOSPC
+// past maxOrphan.
 func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) syscall.Errno {
 	if m.ro {
 		return syscall.EROFS
@@ -594,14 +654,19 @@ func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) sy
 		d.mu.Unlock()
 		return errno
 	}
-	d.write(off, data)
+	if d.orphan && d.dirtyBytes+int64(len(data)) > maxOrphan {
+		// Its writes go nowhere but memory: bounded like its content.
+		d.mu.Unlock()
+		return syscall.ENOSPC
+	}
+	m.account(d, func() { d.write(off, data) })
 	now := time.Now().UnixNano()
 	m.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now, now
 	m.setDirtyLocked(e, d, !d.orphan)
 	m.mu.Unlock()
-	over := d.dirtyBytes > m.maxDirty && !d.orphan
+	over := !d.orphan && (d.dirtyBytes > m.maxDirty || m.buffered.Load() > maxBuffered*m.maxDirty)
 	d.mu.Unlock()
 	if over {
 		if err := m.commit(ctx, e); err != nil {
@@ -633,7 +698,27 @@ func (m *Mount) read(ctx context.Context, h *handle, dest []byte, off int64) (in
 	if err != nil {
 		return 0, m.errno("read", "", err)
 	}
+	if !d.orphan && !m.ro {
+		m.accessed(e)
+	}
 	return n, 0
+}
+
+// accessed records a read of e: its access time moves to now when
+// relatime says so, queued like any attribute change. Caller holds
+// m.nsMu (shared).
+func (m *Mount) accessed(e *entry) {
+	now := time.Now()
+	m.mu.Lock()
+	update := vault.Relatime(time.Unix(0, e.atime), time.Unix(0, e.mtime), time.Unix(0, e.ctime), now)
+	if update {
+		e.atime = now.UnixNano()
+	}
+	p, ok := m.pathLocked(e)
+	m.mu.Unlock()
+	if update && ok {
+		m.enqueue(change{op: opSetattr, from: p, attrs: vault.Attrs{Atime: &now, Accessed: true}, at: now})
+	}
 }
 
 // fetch reads committed content of e for a read: from the content cache,
@@ -692,7 +777,8 @@ func (m *Mount) truncate(ctx context.Context, e *entry, in *fs.Inode, size int64
 		d.mu.Unlock()
 		return errno
 	}
-	changed := d.truncate(size)
+	var changed bool
+	m.account(d, func() { changed = d.truncate(size) })
 	if changed {
 		now := time.Now().UnixNano()
 		m.mu.Lock()
@@ -710,9 +796,9 @@ func (m *Mount) truncate(ctx context.Context, e *entry, in *fs.Inode, size int64
 	return 0
 }
 
-// setattr applies chmod, utimens and truncate. The vault keeps neither
-// owners nor access times: chown and atime-only changes succeed and
-// change nothing, so that cp -a and tar work as root.
+// setattr applies chmod, chown, utimens and truncate. The kernel has
+// checked the caller's rights (default_permissions), and sends the mode
+// that a chown or a write by another user leaves as a mode change.
 func (m *Mount) setattr(ctx context.Context, in *fs.Inode, e *entry, byPath bool, sin *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if m.ro {
 		return syscall.EROFS
@@ -722,28 +808,39 @@ func (m *Mount) setattr(ctx context.Context, in *fs.Inode, e *entry, byPath bool
 			return errno
 		}
 	}
-	var modep *iofs.FileMode
-	var mtimep *time.Time
+	var a vault.Attrs
 	if mode, ok := sin.GetMode(); ok {
-		fm := iofs.FileMode(mode).Perm()
-		modep = &fm
+		fm := vault.FileMode(mode & 0o7777)
+		a.Mode = &fm
 	}
 	if mtime, ok := sin.GetMTime(); ok {
-		mtimep = &mtime
+		a.Mtime = &mtime
 	}
-	if modep != nil || mtimep != nil {
-		if errno := m.chattr(ctx, e, modep, mtimep); errno != 0 {
+	if atime, ok := sin.GetATime(); ok {
+		a.Atime = &atime
+	}
+	if uid, ok := sin.GetUID(); ok {
+		u := int64(uid)
+		a.Uid = &u
+	}
+	if gid, ok := sin.GetGID(); ok {
+		g := int64(gid)
+		a.Gid = &g
+	}
+	if a != (vault.Attrs{}) {
+		if errno := m.chattr(ctx, e, a); errno != 0 {
 			return errno
 		}
 	}
 	return m.attr(ctx, e, &out.Attr)
 }
 
-// chattr changes mode and/or mtime. Of a file with buffered writes, the
-// writes are committed first, in the same transaction, so that the commit
-// cannot overwrite a new mtime (cp -p sets times before it closes).
-// Anything else is queued: it cannot fail once the entry exists.
-func (m *Mount) chattr(ctx context.Context, e *entry, mode *iofs.FileMode, mtime *time.Time) syscall.Errno {
+// chattr changes mode, owner and/or times. Of a file with buffered
+// writes, the writes are committed first, in the same transaction, so
+// that the commit cannot overwrite a new mtime (cp -p sets times before
+// it closes). Anything else is queued: it cannot fail once the entry
+// exists.
+func (m *Mount) chattr(ctx context.Context, e *entry, a vault.Attrs) syscall.Errno {
 	m.nsMu.RLock()
 	defer m.nsMu.RUnlock()
 	m.mu.Lock()
@@ -753,13 +850,13 @@ func (m *Mount) chattr(ctx context.Context, e *entry, mode *iofs.FileMode, mtime
 		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
-	if d == nil || !d.dirty || d.orphan || d.stale || mtime == nil {
-		return m.chattrQueued(e, d, mode, mtime)
+	if d == nil || !d.dirty || d.orphan || d.stale || a.Mtime == nil {
+		return m.chattrQueued(e, d, a)
 	}
 	var res vault.Entry
 	err := m.commitLocked(ctx, e, d, func(tx *vault.Tx, p string) error {
 		var err error
-		res, err = tx.SetAttr(p, mode, mtime)
+		res, err = tx.SetAttrs(p, a)
 		return err
 	})
 	if err != nil {
@@ -767,33 +864,45 @@ func (m *Mount) chattr(ctx context.Context, e *entry, mode *iofs.FileMode, mtime
 	}
 	d.vmtime, d.vctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
 	m.mu.Lock()
-	e.mode = uint32(res.Mode.Perm())
-	e.mtime, e.ctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
+	e.refresh(res)
 	m.mu.Unlock()
 	return 0
 }
 
-// chattrQueued records a mode or mtime change and queues it. Caller holds
-// m.nsMu (shared: no rename can change the path before the change is
-// queued) and d.mu if d is not nil.
-func (m *Mount) chattrQueued(e *entry, d *fileData, mode *iofs.FileMode, mtime *time.Time) syscall.Errno {
+// chattrQueued records a change of attributes and queues it. Caller
+// holds m.nsMu (shared: no rename can change the path before the change
+// is queued) and d.mu if d is not nil.
+func (m *Mount) chattrQueued(e *entry, d *fileData, a vault.Attrs) syscall.Errno {
 	p, errno := m.path(e)
 	if errno != 0 {
 		return errno
 	}
 	at := time.Now()
-	m.enqueue(change{op: opSetattr, from: p, mode: mode, mtime: mtime, at: at})
+	m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
 	now := at.UnixNano()
-	if d != nil && mtime != nil {
-		d.vmtime = mtime.UnixNano() // what a failed commit goes back to
+	if d != nil && a.Mtime != nil {
+		d.vmtime = a.Mtime.UnixNano() // what a failed commit goes back to
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if mode != nil {
-		e.mode = uint32(mode.Perm())
+	// The same changes, in the same order, as Tx.SetAttrs makes.
+	if a.Uid != nil || a.Gid != nil {
+		if a.Uid != nil {
+			e.uid = *a.Uid
+		}
+		if a.Gid != nil {
+			e.gid = *a.Gid
+		}
+		e.mode = vault.ModeBits(vault.ChownedMode(e.kind, vault.FileMode(e.mode)))
 	}
-	if mtime != nil {
-		e.mtime = mtime.UnixNano()
+	if a.Mode != nil {
+		e.mode = vault.ModeBits(*a.Mode)
+	}
+	if a.Mtime != nil {
+		e.mtime = a.Mtime.UnixNano()
+	}
+	if a.Atime != nil {
+		e.atime = a.Atime.UnixNano()
 	}
 	e.ctime = now
 	return 0

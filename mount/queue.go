@@ -28,16 +28,17 @@ type change struct {
 	from, to  string // to: the new path of a rename
 	rmdir     bool
 	noReplace bool
-	mode      *iofs.FileMode
-	mtime     *time.Time
+	mode      *iofs.FileMode // of a create
+	attrs     vault.Attrs    // of a setattr
 	// at is when the mount answered the change, the time the kernel
 	// was shown for the entries it touched; the vault records the same.
 	at time.Time
 	// A create: the kind, and the inode number already given to the
 	// kernel, reserved in the vault (Mount.inos); e is the mount's entry.
-	kind vault.Kind
-	ino  uint64
-	e    *entry
+	kind     vault.Kind
+	uid, gid uint32 // the creator
+	ino      uint64
+	e        *entry
 }
 
 type changeOp uint8
@@ -63,7 +64,14 @@ func (c change) apply(tx *vault.Tx) error {
 // applyWith applies a create of a file with its first content.
 func (c change) applyWith(tx *vault.Tx, data []byte) error {
 	return tx.AtTime(c.at, func() error {
-		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", data) })
+		return c.create(tx, data)
+	})
+}
+
+// create applies a create, of a file with content data.
+func (c change) create(tx *vault.Tx, data []byte) error {
+	return tx.AsOwner(c.uid, c.gid, func() error {
+		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, newSpec{kind: c.kind}, *c.mode, data) })
 	})
 }
 
@@ -72,10 +80,10 @@ func (c change) applyNow(tx *vault.Tx) error {
 	case opRename:
 		return tx.Rename(c.from, c.to, vault.RenameOptions{NoReplace: c.noReplace})
 	case opSetattr:
-		_, err := tx.SetAttr(c.from, c.mode, c.mtime)
+		_, err := tx.SetAttrs(c.from, c.attrs)
 		return err
 	case opCreate:
-		return tx.CreateWithIno(c.ino, func() error { return createIn(tx, c.from, c.kind, *c.mode, "", nil) })
+		return c.create(tx, nil)
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
@@ -210,7 +218,7 @@ func timesSetAfterCreate(ops []change, e *entry) bool {
 			path = op.from
 		case path != "" && op.op == opRename && op.from == path:
 			path = op.to
-		case path != "" && op.op == opSetattr && op.from == path && op.mtime != nil:
+		case path != "" && op.op == opSetattr && op.from == path && op.attrs.Mtime != nil:
 			return true
 		}
 	}
@@ -236,9 +244,10 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var reserved inoPool
 	fnFailed := false
 	var err error
+	var seq int64
 	for {
 		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
-			reserved = inoPool{}
+			reserved, seq = inoPool{}, tx.Seq()
 			var wrote time.Time
 			for _, op := range ops {
 				if f.e != nil && op.op == opCreate && op.e == f.e {
@@ -271,6 +280,7 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var qe *queuedError
 	switch {
 	case err == nil:
+		m.fol.mine(seq)
 		m.createdLocked(ops)
 		m.q.mu.Lock()
 		if reserved.end != 0 {
@@ -285,7 +295,13 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	case errors.As(err, &qe):
 		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
 		m.resync()
-		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error { return fn(tx, time.Time{}) })
+		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+			seq = tx.Seq()
+			return fn(tx, time.Time{})
+		})
+		if err == nil {
+			m.fol.mine(seq)
+		}
 	case len(ops) > 0:
 		m.q.mu.Lock()
 		m.q.ops = append(ops, m.q.ops...)

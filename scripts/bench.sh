@@ -4,7 +4,10 @@
 # this after building bin/avfs. Figures go to stdout; nothing is written
 # into the repository. BENCHMARKS.md says how to read them.
 #
-#   scripts/bench.sh [--go-only | --compare-only]
+#   scripts/bench.sh [--go-only | --compare-only | --cli-only]
+#
+# --cli-only runs the comparison on the 10,000-file tree and skips the mount
+# and parallel-attempt workloads.
 #
 # Environment:
 #   BENCHTIME   go test -benchtime (default 1s)
@@ -25,11 +28,13 @@ size=20000
 
 run_go=1
 run_compare=1
+run_workloads=1
 case "${1:-}" in
 "") ;;
 --go-only) run_compare=0 ;;
 --compare-only) run_go=0 ;;
-*) echo "usage: $0 [--go-only | --compare-only]" >&2; exit 2 ;;
+--cli-only) run_go=0 run_workloads=0 ;;
+*) echo "usage: $0 [--go-only | --compare-only | --cli-only]" >&2; exit 2 ;;
 esac
 
 echo "# avfs benchmarks"
@@ -143,6 +148,19 @@ rm -rf "$work/repo" "$work/wt0"
 home=$work/home
 "$avfs" --home "$home" vault create base --json >/dev/null
 import_t=$(timed "$avfs" --home "$home" --vault base import "$work/host" --json)
+# More imports (each into a new vault: content is deduplicated, so the
+# rows are written again but no chunk is) and exports of the whole tree.
+imp_t=("$import_t")
+exp_t=()
+for i in $(seq "$big_reps"); do
+	[ "$i" = 1 ] || {
+		"$avfs" --home "$home" vault create "imp$i" --json >/dev/null
+		imp_t+=("$(timed "$avfs" --home "$home" --vault "imp$i" import "$work/host" --json)")
+	}
+	exp_t+=("$(timed "$avfs" --home "$home" --vault base export / "$work/exp$i" --json)")
+	[ "$i" = 1 ] && { diff -r "$work/host" "$work/exp1" >/dev/null || { echo "bench: export differs from the host tree" >&2; exit 1; }; }
+	rm -rf "$work/exp$i"
+done
 start_t=()
 fork_wall=()
 fork_inproc=()
@@ -172,6 +190,8 @@ fw_m=$(median "${fork_wall[@]}")
 fi_m=$(median "${fork_inproc[@]}")
 save_m=$(median "${save_t[@]}")
 restore_m=$(median "${restore_t[@]}")
+imp_m=$(median "${imp_t[@]}")
+exp_m=$(median "${exp_t[@]}")
 
 echo
 echo "host tree: $host_bytes bytes; avfs home after import, $reps forks, $(( reps * 2 )) checkpoint steps: $store_bytes bytes"
@@ -189,11 +209,45 @@ row "vault fork (CLI process, wall)" "$fw_m" "git worktree add --detach" "$wt_m"
 row "checkpoint save, 10 files changed (CLI, wall)" "$save_m" "git add -A && git commit" "$gsave_m"
 row "checkpoint save, 10 files changed (CLI, wall)" "$save_m" "cp -r" "$cp_m"
 row "checkpoint restore, 10 files changed (CLI, wall)" "$restore_m" "git reset --hard" "$grestore_m"
-row "import of the host tree (CLI, wall, 1 run)" "$import_t" "cp -r" "$cp_m"
+row "import of the host tree (CLI, wall)" "$imp_m" "cp -r" "$cp_m"
+row "export of the whole vault (CLI, wall)" "$exp_m" "cp -r" "$cp_m"
 printf "$fmt" "CLI start alone (avfs version, wall)" "$(ms "$start_m")" "" "" ""
+printf "$fmt" "vault fork over CLI start (wall)" "$(ms $(( fw_m - start_m )))" "" "" ""
 echo
 echo "raw (µs): cp ${cp_t[*]} | worktree ${wt_t[*]} | git save ${gsave_t[*]} | git reset ${grestore_t[*]}"
 echo "raw (µs): fork in-process ${fork_inproc[*]} | fork wall ${fork_wall[*]} | save ${save_t[*]} | restore ${restore_t[*]} | version ${start_t[*]}"
+echo "raw (µs): import ${imp_t[*]} | export ${exp_t[*]}"
+
+# grep, search and find over a text tree of TEXT_FILES files (default
+# 100,000 of 1,000 bytes; one in 100 holds "needle"), against grep -r and
+# find on the host copy.
+text_files=${TEXT_FILES:-100000}
+echo
+echo "## grep, search, find: $text_files text files of 1000 bytes"
+rm -rf "$work/host"
+GENTREE_TEXT=1 go run ./scripts/gentree.go "$work/text" "$text_files" 1000
+"$avfs" --home "$home" vault create text --json >/dev/null
+timp=$(timed "$avfs" --home "$home" --vault text import "$work/text" --json)
+tcp=$(timed cp -r "$work/text" "$work/textcp")
+rm -rf "$work/textcp"
+g_t=() gg_t=() s_t=() f_t=() ff_t=()
+for i in $(seq "$big_reps"); do
+	g_t+=("$(timed "$avfs" --home "$home" --vault text grep needle -l 100000 --json)")
+	grep -q '"truncated":false' "$work/out" || { echo "bench: avfs grep stopped early" >&2; exit 1; }
+	gg_t+=("$(timed grep -rn needle "$work/text")")
+	s_t+=("$(timed "$avfs" --home "$home" --vault text search needle -n 100000 --json)")
+	f_t+=("$(timed "$avfs" --home "$home" --vault text find --name 'f4*.dat' --json)")
+	ff_t+=("$(timed find "$work/text" -name 'f4*.dat')")
+done
+printf "$fmt" "avfs operation" "avfs" "native counterpart" "native" "avfs ÷ native"
+printf "$fmt" "---" "---:" "---" "---:" "---:"
+row "import of the text tree (CLI, wall, 1 run)" "$timp" "cp -r (1 run)" "$tcp"
+row "grep needle (CLI, wall)" "$(median "${g_t[@]}")" "grep -rn needle" "$(median "${gg_t[@]}")"
+row "search needle (CLI, wall)" "$(median "${s_t[@]}")" "grep -rn needle" "$(median "${gg_t[@]}")"
+row "find --name 'f4*.dat' (CLI, wall)" "$(median "${f_t[@]}")" "find -name 'f4*.dat'" "$(median "${ff_t[@]}")"
+echo "raw (µs): grep ${g_t[*]} | grep -r ${gg_t[*]} | search ${s_t[*]} | find ${f_t[*]} | find(1) ${ff_t[*]}"
+
+[ "$run_workloads" = 1 ] || exit 0
 
 # Mount workloads against native (DESIGN.md §2) and the exec overhead
 # (§7): its own temporary directory, vaults and mounts, about 2 minutes.

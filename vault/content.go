@@ -40,11 +40,16 @@ func (t *Tx) chunk(h []byte) ([]byte, error) {
 	return data, mapSQLErr(err)
 }
 
-// storeContent splits data into chunks and returns the node's chunk list.
+// storeContent splits data into chunks and returns the node's chunk list;
+// chunks of zeros become holes.
 func (t *Tx) storeContent(data []byte) ([]byte, error) {
 	list := make([]byte, 0, nchunks(int64(len(data)))*hashLen)
 	for off := 0; off < len(data); off += ChunkSize {
 		end := min(off+ChunkSize, len(data))
+		if zero(data[off:end]) {
+			list = appendHole(list, 1)
+			continue
+		}
 		h, err := t.putChunk(data[off:end])
 		if err != nil {
 			return nil, err
@@ -55,98 +60,145 @@ func (t *Tx) storeContent(data []byte) ([]byte, error) {
 }
 
 // readAt copies n's content at off into buf and returns how many bytes it
-// copied (short at end of file).
+// copied (short at end of file). Holes, and the end of a chunk shorter
+// than its slot, read as zeros.
 func (t *Tx) readAt(n *node, off int64, buf []byte) (int, error) {
 	if off >= n.size || len(buf) == 0 {
 		return 0, nil
 	}
 	end := min(off+int64(len(buf)), n.size)
-	done := 0
+	out := buf[:end-off]
+	clear(out)
 	first := off / ChunkSize
 	list, err := t.hashes(n, first, (end-1)/ChunkSize+1)
 	if err != nil {
 		return 0, err
 	}
-	for idx := first; idx*ChunkSize < end; idx++ {
-		data, err := t.chunk(list[(idx-first)*hashLen : (idx-first+1)*hashLen])
-		if err != nil {
-			return done, err
+	for i, r := range records(list) {
+		if _, hole := holeRun(r); hole {
+			continue
 		}
-		lo := max(off, idx*ChunkSize) - idx*ChunkSize
-		hi := min(end, (idx+1)*ChunkSize) - idx*ChunkSize
-		done += copy(buf[done:], data[lo:hi])
+		idx := first + i
+		data, err := t.chunk(r)
+		if err != nil {
+			return 0, err
+		}
+		lo, hi := max(off, idx*ChunkSize), min(end, idx*ChunkSize+int64(len(data)))
+		if lo < hi {
+			copy(out[lo-off:], data[lo-idx*ChunkSize:hi-idx*ChunkSize])
+		}
 	}
-	return done, nil
+	return len(out), nil
 }
 
+// maxWholeRead is the largest file ReadFile returns whole: a sparse file
+// may be far larger than memory. Larger ones are read by range.
+const maxWholeRead = 1 << 30
+
 func (t *Tx) content(n *node) ([]byte, error) {
+	if n.size > maxWholeRead {
+		return nil, fmt.Errorf("file of %d bytes is larger than a whole read returns (%d): read it by range: %w", n.size, maxWholeRead, ErrInvalidArgument)
+	}
 	buf := make([]byte, n.size)
 	_, err := t.readAt(n, 0, buf)
 	return buf, err
 }
 
 // rewrite sets n's size to size and its bytes at off to data (off+len(data)
-// must not exceed size). Only the chunks that change are read and stored
-// again, and only their hashes are read and replaced in the chunk list;
-// bytes between the old end of file and off read as zeros. A chunk whose
-// content comes out unchanged is not stored again, and one that data
-// covers whole is not read.
+// must not exceed size). Its cost follows len(data), not the file's size:
+// a cut re-stores at most the new last chunk, an extension adds one hole
+// record, and only the chunks data touches are read and stored again. A
+// chunk whose content comes out unchanged is not stored again, one that
+// data covers whole is not read, and one that comes out all zeros becomes
+// a hole.
 func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
-	oldN, newN := nchunks(n.size), nchunks(size)
-	// Rewrite the chunks data touches and, when the size changes, every
-	// chunk from the old (or new) end of file on; all others are kept.
-	first, last := newN, int64(-1)
-	if len(data) > 0 {
-		first, last = off/ChunkSize, (off+int64(len(data))-1)/ChunkSize
-	}
 	if size != n.size {
-		first, last = min(first, min(n.size, size)/ChunkSize), newN-1
+		if err := t.loadChunks(n); err != nil {
+			return err
+		}
+		if err := t.resize(n, size); err != nil {
+			return err
+		}
 	}
-	last = min(last, newN-1)
-	// The old hashes of the rewritten chunks that exist.
-	old, err := t.hashes(n, first, min(last+1, oldN))
+	if len(data) == 0 {
+		return nil
+	}
+	first, last := off/ChunkSize, (off+int64(len(data))-1)/ChunkSize
+	cur, err := t.hashes(n, first, last+1)
 	if err != nil {
 		return err
 	}
-	var ins []byte
-	if first <= last {
-		ins = make([]byte, 0, (last-first+1)*hashLen)
-	}
+	old := perChunk(cur, last-first+1)
+	ins := make([]byte, 0, len(old))
 	for idx := first; idx <= last; idx++ {
 		lo, hi := idx*ChunkSize, min((idx+1)*ChunkSize, size)
 		buf := make([]byte, hi-lo)
-		var oldHash []byte // set when the old chunk was read, so it exists
-		if covered := off <= lo && off+int64(len(data)) >= hi; idx < oldN && !covered {
-			oldHash = old[(idx-first)*hashLen : (idx-first+1)*hashLen]
-			prev, err := t.chunk(oldHash)
+		rec := old[(idx-first)*hashLen : (idx-first+1)*hashLen]
+		_, hole := holeRun(rec)
+		if covered := off <= lo && off+int64(len(data)) >= hi; !hole && !covered {
+			prev, err := t.chunk(rec)
 			if err != nil {
 				return err
 			}
 			copy(buf, prev)
 		}
-		if dlo, dhi := max(lo, off), min(hi, off+int64(len(data))); dlo < dhi {
-			copy(buf[dlo-lo:], data[dlo-off:dhi-off])
+		dlo, dhi := max(lo, off), min(hi, off+int64(len(data)))
+		copy(buf[dlo-lo:], data[dlo-off:dhi-off])
+		if zero(buf) {
+			ins = append(ins, holeRecord(1)...)
+			continue
 		}
 		h := sha256.Sum256(buf)
-		if !bytes.Equal(h[:], oldHash) {
+		if hole || !bytes.Equal(h[:], rec) {
 			if err := t.storeChunk(h, buf); err != nil {
 				return err
 			}
 		}
 		ins = append(ins, h[:]...)
 	}
-	if first > last {
-		first, last = newN, newN-1
-	}
+	newN := nchunks(size)
 	if n.lazy {
-		// The list stays in the database: splice the new hashes in.
+		// A dense list stays in the database, one record per chunk:
+		// splice the new records in.
 		n.splice = &splice{keep: first * hashLen, ins: ins, tailFrom: (last + 1) * hashLen, tailTo: newN * hashLen}
-	} else {
-		list := make([]byte, newN*hashLen)
-		copy(list, n.chunks)
-		copy(list[first*hashLen:], ins)
-		n.chunks = list
+		return nil
 	}
+	n.chunks = spliceList(n.chunks, newN, first, last+1, ins)
+	return nil
+}
+
+// resize cuts or extends n, whose chunk list is loaded, to size bytes.
+// An extension is a hole; a cut re-stores the new last chunk if it held
+// bytes past the new end.
+func (t *Tx) resize(n *node, size int64) error {
+	oldN, newN := nchunks(n.size), nchunks(size)
+	if size > n.size {
+		n.chunks = spliceList(n.chunks, oldN, oldN, oldN, holeRecord(newN-oldN))
+		n.size = size
+		return nil
+	}
+	n.chunks = spliceList(n.chunks, oldN, newN, oldN, nil)
 	n.size = size
+	tail := size % ChunkSize
+	if tail == 0 {
+		return nil
+	}
+	rec := cutList(n.chunks, newN-1, newN)
+	if _, hole := holeRun(rec); hole {
+		return nil
+	}
+	prev, err := t.chunk(rec)
+	if err != nil || int64(len(prev)) <= tail {
+		return err
+	}
+	cut := holeRecord(1)
+	if !zero(prev[:tail]) {
+		h, err := t.putChunk(prev[:tail])
+		if err != nil {
+			return err
+		}
+		cut = h[:]
+	}
+	n.chunks = spliceList(n.chunks, newN, newN-1, newN, cut)
 	return nil
 }

@@ -52,10 +52,11 @@ func (t *Tx) diff(from, to int64) (Changes, error) {
 const listingsSQL = `SELECT dir, count(*), group_concat(child || '/' || name, '/') FROM dirents WHERE dir IN (?1, ?2) GROUP BY dir`
 
 // nodePairSQL compares nodes ?1 and ?2: their kinds and sizes, and whether
-// two non-directories differ in size, mode, target or content (chunk
-// lists; NULL and empty both mean no content).
+// two non-directories differ in size, mode, owner, device number, target
+// or content (chunk lists; NULL and empty both mean no content).
 const nodePairSQL = `SELECT na.kind, na.size, nb.kind, nb.size,
 	na.size != nb.size OR na.mode != nb.mode OR na.target != nb.target OR coalesce(na.chunks, x'') != coalesce(nb.chunks, x'')
+	OR na.uid != nb.uid OR na.gid != nb.gid OR na.rdev != nb.rdev
 FROM nodes na, nodes nb WHERE na.id = ?1 AND nb.id = ?2`
 
 // unpackListing parses a listing packed by listingsSQL, sorted by name;

@@ -10,6 +10,16 @@
 // existing node, so checkpoint and fork are O(1) metadata operations and the
 // first later write copies only the directories on its path.
 //
+// A file's chunk list holds one SHA-256 per chunk of content and one
+// hole record per run of chunks that read as zeros (chunklist.go): a
+// hole costs one record whatever its length, so sparse files cost what
+// their content costs, in space and time.
+//
+// Every committed write transaction on a vault takes the next number of
+// its change sequence and stamps its audit events with it (log.go):
+// another process that caches the vault (a mount) follows the log to
+// learn what changed.
+//
 // Invariants:
 //   - A node whose (vault, epoch) differs from its vault's current one is
 //     immutable: checkpoints and forks may share it.

@@ -38,7 +38,7 @@ func (e *PathError) Unwrap() error { return e.Err }
 
 // QuotaError says which limit a write would break. It matches ErrQuota.
 type QuotaError struct {
-	Limit     string // "max_size_mb", "max_files" or "max_file_size_mb"
+	Limit     string // "max_size_mb", "max_files", "max_file_size_mb", or the store's "max_file_size" (bytes)
 	Max       int64  // the configured limit, in the limit's own unit
 	Current   int64  // usage before the write, in bytes or files
 	Requested int64  // usage the write would reach, in bytes or files

@@ -72,6 +72,7 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`) +
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
+			`INSERT INTO ex.node_meta SELECT m.* FROM node_meta m WHERE m.node IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
 			`INSERT INTO ex.requests(` + requestCols + `) SELECT ` + requestCols + ` FROM requests WHERE (namespace, vault) = (SELECT namespace, name FROM vaults WHERE id=?1)`,
 		}
@@ -123,8 +124,8 @@ func copyChunks(ctx context.Context, c *sql.Conn, nodes, src, dst string) error 
 			rows.Close()
 			return err
 		}
-		for i := 0; i+hashLen <= len(list); i += hashLen {
-			seen[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
+		for h := range contentHashes(list) {
+			seen[h] = struct{}{}
 		}
 	}
 	rows.Close()
@@ -149,6 +150,23 @@ func copyChunks(ctx context.Context, c *sql.Conn, nodes, src, dst string) error 
 	return nil
 }
 
+// importedNodeCols lists, each after a comma, the node columns added
+// since the first version (nodeColsAdded) that the attached file im has:
+// a file written by an older version has fewer, which keep their defaults.
+func importedNodeCols(ctx context.Context, c *sql.Conn) (string, error) {
+	var b strings.Builder
+	for _, col := range nodeColsAdded {
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('nodes', 'im') WHERE name=?`, col[0]).Scan(&n); err != nil {
+			return "", mapSQLErr(err)
+		}
+		if n > 0 {
+			b.WriteString(", " + col[0])
+		}
+	}
+	return b.String(), nil
+}
+
 // createExportFile makes an empty export file. It is written without a
 // journal or fsyncs (a crash leaves a partial file, which export never
 // renames into place), then synced once when complete (syncFile).
@@ -158,7 +176,7 @@ func createExportFile(ctx context.Context, path string) error {
 		return err
 	}
 	defer db.Close()
-	_, err = db.ExecContext(ctx, schema)
+	_, err = db.ExecContext(ctx, schema+";"+metaSchema)
 	return err
 }
 
@@ -295,15 +313,33 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 		if err != nil {
 			return err
 		}
+		added, err := importedNodeCols(ctx, c)
+		if err != nil {
+			return err
+		}
 		stmts := []string{
-			`INSERT INTO nodes(id, vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks) SELECT id + ?1, ?2, 0, ino, kind, mode, size, mtime, ctime, target, chunks FROM im.nodes`,
+			`INSERT INTO nodes(id, vault, epoch, ino, kind, mode, size, mtime, ctime, target, chunks` + added + `) SELECT id + ?1, ?2, 0, ino, kind, mode, size, mtime, ctime, target, chunks` + added + ` FROM im.nodes`,
 			`INSERT INTO dirents(dir, name, child) SELECT dir + ?1, name, child + ?1 FROM im.dirents`,
 			`INSERT INTO checkpoints(vault, name, root, created_at, message, auto, files, dirs, bytes, next_ino, trace) SELECT ?2, name, root + ?1, created_at, message, auto, files, dirs, bytes, next_ino, trace FROM im.checkpoints`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, imported) SELECT time, ?2, ?3, ?4, action, path, actor, request_id, trace_id, details, 1 FROM im.audit ORDER BY id`,
 			`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details) VALUES(?5, ?2, ?3, ?4, ?10, '/', ?6, ?7, ?8, json_object('file', ?9))`,
 		}
+		// Files exported before tags existed have no node_meta.
+		var hasMeta int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM im.sqlite_master WHERE name='node_meta'`).Scan(&hasMeta); err != nil {
+			return err
+		}
+		if hasMeta > 0 {
+			stmts = append(stmts, `INSERT INTO node_meta(node, key, value) SELECT node + ?1, key, value FROM im.node_meta`)
+		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file), action); err != nil {
+				return fmt.Errorf("copy: %w", mapSQLErr(err))
+			}
+		}
+		if !strings.Contains(added, "nlink") {
+			// A file from before link counts: count its directories'.
+			if _, err := c.ExecContext(ctx, `UPDATE nodes SET nlink = 2 + (SELECT count(*) FROM dirents d JOIN nodes c ON c.id = d.child WHERE d.dir = nodes.id AND c.kind = ?) WHERE id > ? AND kind = ?`, KindDir, off, KindDir); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
 		}

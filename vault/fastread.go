@@ -28,7 +28,7 @@ var fastReadSQL = func() (qs [maxJoinWalk + 1]string) {
 			fmt.Fprintf(&b, `n%d.kind*64 + %d, `, i, i)
 		}
 		b.WriteString(`NULL), `)
-		fmt.Fprintf(&b, `n%[1]d.ino, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, length(n%[1]d.chunks),
+		fmt.Fprintf(&b, `n%[1]d.ino, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, length(n%[1]d.chunks), n%[1]d.uid, n%[1]d.gid, n%[1]d.rdev, n%[1]d.atime, n%[1]d.nlink,
 	CASE WHEN ?3 AND n%[1]d.kind = %[2]d AND length(n%[1]d.chunks) = %[3]d THEN (SELECT c.data FROM chunks c WHERE c.hash = n%[1]d.chunks) END
 FROM vaults v JOIN nodes n0 ON n0.id = v.root`, k, KindFile, hashLen)
 		writeJoins(&b, k, 4)
@@ -61,7 +61,7 @@ func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withDat
 	for _, c := range comps {
 		args = append(args, c)
 	}
-	v, err := scanValues(st.QueryRowContext(ctx, args...), 9)
+	v, err := scanValues(st.QueryRowContext(ctx, args...), 14)
 	if err != nil || v[0] == nil {
 		// No vault (no row), or an error: the long way says which.
 		return nil, nil, 0, nil, false, nil
@@ -74,7 +74,8 @@ func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withDat
 		return nil, nil, 0, nil, true, pathErr(op, p, ErrNotFound)
 	}
 	n = &node{kind: kind, ino: asInt(v[1]), mode: uint32(asInt(v[2])), size: asInt(v[3]), mtime: asInt(v[4]), ctime: asInt(v[5]), target: asString(v[6])}
-	data, _ = v[8].([]byte)
+	n.scanAttrs(v[8:13])
+	data, _ = v[13].([]byte)
 	return comps, n, asInt(v[7]), data, true, nil
 }
 
@@ -87,10 +88,11 @@ func (s *Store) readFast(ctx context.Context, ns, name, p string) (data []byte, 
 		return nil, Entry{}, ok, err
 	}
 	switch n.kind {
+	case KindFile:
 	case KindDir:
 		return nil, Entry{}, true, pathErr(op, p, ErrIsDir)
-	case KindSymlink:
-		return nil, Entry{}, true, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return nil, Entry{}, true, pathErr(op, p, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	switch {
 	case n.size == 0:

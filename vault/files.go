@@ -26,6 +26,9 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
+		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
+	}
 	// Limits are at most MaxQuotaMB<<20 (2^60) and MaxQuotaFiles (2^60)
 	// (Quota.Validate), and usage and growth are sizes of real data, so
 	// comparing by subtraction cannot overflow.
@@ -63,7 +66,7 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 			}
 			checkedQuota = true
 		}
-		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], &node{kind: KindDir, mode: uint32(mode.Perm())})
+		n, err := t.create(op, JoinPath(comps[:i+1]), chain, comps[:i], comps[i], t.newNode(KindDir, ModeBits(mode)))
 		if err != nil {
 			return nil, err
 		}
@@ -72,9 +75,28 @@ func (t *Tx) mkdirAll(op, p string, comps []string, mode fs.FileMode, addBytes, 
 	return chain, nil
 }
 
+// newNode is a new entry of kind k and mode bits mode, owned by the
+// transaction's owner (AsOwner); create gives it the group of a setgid
+// directory.
+func (t *Tx) newNode(k Kind, mode uint32) *node {
+	n := &node{kind: k, mode: mode, uid: NoOwner, gid: NoOwner, nlink: 1, fresh: true}
+	if t.hasOwner {
+		n.uid, n.gid = t.owner[0], t.owner[1]
+	}
+	if k == KindDir {
+		n.nlink = 2
+	}
+	return n
+}
+
 // create adds n as entry name of the directory at the end of parent (whose
 // path components are pcomps), after the quota check.
 func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, n *node) (*node, error) {
+	return t.createAt(op, p, parent, pcomps, name, n, t.now)
+}
+
+// createAt is create with n's mtime set to mtime (nanoseconds).
+func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string, n *node, mtime int64) (*node, error) {
 	var addBytes int64
 	if n.kind == KindFile {
 		addBytes = n.size
@@ -86,14 +108,26 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 		return nil, err
 	}
 	dir := parent[len(parent)-1]
-	n.ino, n.mtime, n.ctime = t.newIno(), t.now, t.now
+	if n.fresh {
+		if err := t.inherit(dir, n); err != nil {
+			return nil, err
+		}
+	}
+	n.ino, n.mtime, n.ctime = t.newIno(), mtime, t.now
+	if n.atime == 0 {
+		n.atime = t.now
+	}
 	if _, err := t.insertNode(n); err != nil {
 		return nil, err
 	}
 	if err := t.link(dir.id, name, n.id); err != nil {
 		return nil, err
 	}
-	if err := t.touchDir(dir); err != nil {
+	var subdirs int64
+	if n.kind == KindDir {
+		subdirs = 1
+	}
+	if err := t.touchDirLinks(dir, subdirs); err != nil {
 		return nil, err
 	}
 	switch n.kind {
@@ -108,6 +142,20 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 	return n, nil
 }
 
+// inherit gives new node n the group of directory dir if dir is setgid
+// (see Inherit).
+func (t *Tx) inherit(dir, n *node) error {
+	mode, gid := dir.mode, dir.gid
+	if dir.partial {
+		if err := t.row(`SELECT mode, gid FROM nodes WHERE id=?`, dir.id).Scan(&mode, &gid); err != nil {
+			return fmt.Errorf("load node %d: %w", dir.id, mapSQLErr(err))
+		}
+	}
+	m, g := Inherit(FileMode(mode), gid, n.kind, FileMode(n.mode), n.gid)
+	n.mode, n.gid = ModeBits(m), g
+	return nil
+}
+
 // WriteFile writes data to the file at p, creating it if needed.
 func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, error) {
 	size := func(old int64) int64 {
@@ -116,7 +164,11 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		}
 		return int64(len(data))
 	}
-	return t.putFile(p, o, size, func(n *node, existed bool) error {
+	whole := data // the whole new content, for the search index
+	if o.Append {
+		whole = nil
+	}
+	return t.putFile(p, o, whole, size, func(n *node, existed bool) error {
 		if o.Append && existed {
 			return t.rewrite(n, n.size, data, n.size+int64(len(data)))
 		}
@@ -129,8 +181,10 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 // putFile creates or changes the file at p: size gives its new size
 // from its old one (0 for a new file), set stores its content in n (the
 // new node, or the existing one made writable; existed tells which),
-// after the quota allowed that size.
-func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
+// after the quota allowed that size. whole is the file's whole new
+// content when the caller has it (the search index then need not read it
+// back), else nil.
+func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
 	const op = "write"
 	comps, err := CleanPath(p)
 	if err != nil {
@@ -161,7 +215,7 @@ func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set f
 	name := comps[len(comps)-1]
 	clean := JoinPath(comps)
 	if !exists {
-		mode := o.Mode.Perm()
+		mode := ModeBits(o.Mode)
 		if mode == 0 {
 			mode = 0o644
 		}
@@ -169,12 +223,16 @@ func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set f
 		if err := t.checkQuota(newSize, 1, 0, newSize); err != nil {
 			return WriteResult{}, pathErr(op, clean, err)
 		}
-		n := &node{kind: KindFile, mode: uint32(mode), size: newSize}
+		n := t.newNode(KindFile, mode)
+		n.size = newSize
 		if err := set(n, false); err != nil {
 			return WriteResult{}, err
 		}
 		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n)
 		if err != nil {
+			return WriteResult{}, err
+		}
+		if err := t.recordVersion(clean, n.id, whole); err != nil {
 			return WriteResult{}, err
 		}
 		t.audit("file.write", clean, map[string]any{"size": n.size, "created": true})
@@ -185,21 +243,25 @@ func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set f
 	}
 	n := all[len(comps)]
 	switch n.kind {
+	case KindFile:
 	case KindDir:
 		return WriteResult{}, pathErr(op, clean, ErrIsDir)
-	case KindSymlink:
-		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	newSize := size(n.size)
 	chain := append(parent, n)
 	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
 		if o.Mode != 0 {
-			n.mode = uint32(o.Mode.Perm())
+			n.mode = ModeBits(o.Mode)
 		}
 		return set(n, true)
 	})
 	if err != nil {
 		return WriteResult{}, err
+	}
+	if whole != nil {
+		t.noteIndex(chain[len(chain)-1].id, whole)
 	}
 	t.audit("file.write", clean, map[string]any{"size": newSize, "append": o.Append})
 	return WriteResult{Path: clean, Size: newSize, Created: false}, nil
@@ -222,7 +284,10 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int
 	}
 	n.mtime, n.ctime = t.now, t.now
 	t.v.bytes += n.size - oldSize
-	return t.updateNode(n)
+	if err := t.updateNode(n); err != nil {
+		return err
+	}
+	return t.recordVersion(p, n.id, nil)
 }
 
 // fileChain resolves p and checks that it is a regular file.
@@ -231,11 +296,12 @@ func (t *Tx) fileChain(op, p string) ([]string, []*node, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	switch chain[len(chain)-1].kind {
+	switch k := chain[len(chain)-1].kind; k {
+	case KindFile:
 	case KindDir:
 		return nil, nil, pathErr(op, p, ErrIsDir)
-	case KindSymlink:
-		return nil, nil, pathErr(op, p, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
+	default:
+		return nil, nil, pathErr(op, p, fmt.Errorf("is a %s: %w", k, ErrInvalidArgument))
 	}
 	return comps, chain, nil
 }
@@ -331,7 +397,7 @@ func (t *Tx) ReadDir(p string) ([]Entry, error) {
 }
 
 func (t *Tx) list(dir int64, base string) ([]Entry, error) {
-	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, n.uid, n.gid, n.rdev, n.atime, n.nlink FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
@@ -340,7 +406,7 @@ func (t *Tx) list(dir int64, base string) ([]Entry, error) {
 	for rows.Next() {
 		var name string
 		n := &node{}
-		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target); err != nil {
+		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.uid, &n.gid, &n.rdev, &n.atime, &n.nlink); err != nil {
 			return nil, err
 		}
 		out = append(out, n.entry(name, joinChild(base, name)))
@@ -401,7 +467,7 @@ func (t *Tx) Mkdir(p string, mode fs.FileMode, parents bool) error {
 	if existing != nil {
 		return pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindDir, mode: uint32(mode.Perm())}); err != nil {
+	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, t.newNode(KindDir, ModeBits(mode))); err != nil {
 		return err
 	}
 	t.audit("dir.create", clean, nil)
@@ -415,18 +481,46 @@ func (t *Tx) Symlink(target, p string) error {
 	if target == "" || len(target) > MaxPathLen {
 		return pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, parent, existing, err := t.entryOf(op, p)
+	n := t.newNode(KindSymlink, 0o777)
+	n.size, n.target = int64(len(target)), target
+	clean, err := t.createNew(op, p, n)
 	if err != nil {
 		return err
 	}
+	t.audit("symlink.create", clean, map[string]any{"target": target})
+	return nil
+}
+
+// createNew creates n at p, which must not exist, and returns p cleaned.
+func (t *Tx) createNew(op, p string, n *node) (string, error) {
+	comps, parent, existing, err := t.entryOf(op, p)
+	if err != nil {
+		return "", err
+	}
 	clean, name := JoinPath(comps), comps[len(comps)-1]
 	if existing != nil {
-		return pathErr(op, clean, ErrExists)
+		return "", pathErr(op, clean, ErrExists)
 	}
-	if _, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindSymlink, mode: 0o777, size: int64(len(target)), target: target}); err != nil {
+	_, err = t.create(op, clean, parent, comps[:len(comps)-1], name, n)
+	return clean, err
+}
+
+// Mknod creates a fifo, socket or device node of kind k at p, with mode
+// bits mode and, for a device, device number rdev.
+func (t *Tx) Mknod(p string, k Kind, mode fs.FileMode, rdev uint64) error {
+	const op = "mknod"
+	if !k.special() {
+		return pathErr(op, p, fmt.Errorf("cannot make a %s node: %w", k, ErrInvalidArgument))
+	}
+	n := t.newNode(k, ModeBits(mode))
+	if k == KindCharDev || k == KindBlkDev {
+		n.rdev = int64(rdev)
+	}
+	clean, err := t.createNew(op, p, n)
+	if err != nil {
 		return err
 	}
-	t.audit("symlink.create", clean, map[string]any{"target": target})
+	t.audit("node.create", clean, map[string]any{"type": k.String(), "mode": fmt.Sprintf("%04o", n.mode), "rdev": rdev})
 	return nil
 }
 
@@ -476,7 +570,7 @@ func (t *Tx) Remove(p string, o RemoveOptions) error {
 	if err := t.drop(n); err != nil {
 		return err
 	}
-	if err := t.touchDir(dir); err != nil {
+	if err := t.touchDirLinks(dir, -subdir(n)); err != nil {
 		return err
 	}
 	t.audit("remove", clean, map[string]any{"type": n.kind.String(), "recursive": o.Recursive})
@@ -542,7 +636,7 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if err := t.unlink(sparent[len(sparent)-1].id, scomps[len(scomps)-1]); err != nil {
 		return err
 	}
-	if err := t.touchDir(sparent[len(sparent)-1]); err != nil {
+	if err := t.touchDirLinks(sparent[len(sparent)-1], -subdir(n)); err != nil {
 		return err
 	}
 	dparent, err := t.walk(op, dst, dcomps[:len(dcomps)-1])
@@ -553,15 +647,17 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 		return err
 	}
 	ddir := dparent[len(dparent)-1]
+	subdirs := subdir(n)
 	if victim != nil {
 		if err := t.drop(victim); err != nil {
 			return err
 		}
+		subdirs -= subdir(victim)
 	}
 	if err := t.link(ddir.id, dname, n.id); err != nil {
 		return err
 	}
-	if err := t.touchDir(ddir); err != nil {
+	if err := t.touchDirLinks(ddir, subdirs); err != nil {
 		return err
 	}
 	t.audit("rename", sclean, map[string]any{"to": dclean})
@@ -624,7 +720,11 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	if err := t.loadChunks(n); err != nil {
 		return err
 	}
-	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks}
+	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks,
+		uid: n.uid, gid: n.gid, rdev: n.rdev, atime: n.atime, nlink: 1}
+	if n.kind == KindDir {
+		c.nlink = 2 // create counts the subdirectories as it copies them
+	}
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {
 		return err
@@ -650,9 +750,46 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	return nil
 }
 
-// SetAttr changes the permission bits and/or times of the entry at p; nil
+// subdir is 1 for a directory, 0 for anything else: what n adds to its
+// parent's link count.
+func subdir(n *node) int64 {
+	if n.kind == KindDir {
+		return 1
+	}
+	return 0
+}
+
+// SetAttr changes the mode bits and/or mtime of the entry at p; nil
 // fields are left alone.
 func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, error) {
+	return t.SetAttrs(p, Attrs{Mode: mode, Mtime: mtime})
+}
+
+// Attrs are the attributes SetAttrs changes; nil fields are left alone.
+type Attrs struct {
+	Mode         *fs.FileMode // permissions, ModeSetuid, ModeSetgid, ModeSticky
+	Mtime, Atime *time.Time
+	// Uid and Gid change the owner. As chown(2) on Linux, a change of
+	// owner or group of a non-directory clears its setuid bit, and its
+	// setgid bit if it is group-executable; Mode, if also given, is
+	// applied after. Who may change owners is the caller's to check (the
+	// kernel does for a mount).
+	Uid, Gid *int64
+	// Accessed marks an Atime change made because the entry was read
+	// (relatime): it leaves the change time alone and is not audited.
+	Accessed bool
+}
+
+// Relatime reports whether a read at now updates an access time atime,
+// as Linux's relatime does: when the last access is not later than the
+// last modification or change, or a day old.
+func Relatime(atime, mtime, ctime, now time.Time) bool {
+	return !atime.After(mtime) || !atime.After(ctime) || now.Sub(atime) >= 24*time.Hour
+}
+
+// SetAttrs changes the attributes of the entry at p. Every change sets
+// the change time.
+func (t *Tx) SetAttrs(p string, a Attrs) (Entry, error) {
 	const op = "setattr"
 	comps, chain, err := t.resolve(op, p)
 	if err != nil {
@@ -663,20 +800,43 @@ func (t *Tx) SetAttr(p string, mode *fs.FileMode, mtime *time.Time) (Entry, erro
 	}
 	n := chain[len(chain)-1]
 	details := map[string]any{}
-	if mode != nil {
-		n.mode = uint32(mode.Perm())
+	if a.Uid != nil || a.Gid != nil {
+		if a.Uid != nil {
+			n.uid = *a.Uid
+			details["uid"] = n.uid
+		}
+		if a.Gid != nil {
+			n.gid = *a.Gid
+			details["gid"] = n.gid
+		}
+		n.mode = ModeBits(ChownedMode(n.kind, FileMode(n.mode)))
+	}
+	if a.Mode != nil {
+		n.mode = ModeBits(*a.Mode)
 		details["mode"] = fmt.Sprintf("%04o", n.mode)
 	}
-	if mtime != nil {
-		n.mtime = mtime.UnixNano()
-		details["mtime"] = mtime.UTC().Format(time.RFC3339Nano)
+	if a.Mtime != nil && a.Atime == nil && n.atime == 0 {
+		n.atime = n.mtime // atime 0 reads as mtime: keep the old one
 	}
-	n.ctime = t.now
+	if a.Mtime != nil {
+		n.mtime = a.Mtime.UnixNano()
+		details["mtime"] = a.Mtime.UTC().Format(time.RFC3339Nano)
+	}
+	if a.Atime != nil {
+		n.atime = a.Atime.UnixNano()
+		details["atime"] = a.Atime.UTC().Format(time.RFC3339Nano)
+	}
+	accessOnly := a.Accessed && a.Mode == nil && a.Mtime == nil && a.Uid == nil && a.Gid == nil
+	if !accessOnly {
+		n.ctime = t.now
+	}
 	if err := t.updateNode(n); err != nil {
 		return Entry{}, err
 	}
 	clean := JoinPath(comps)
-	t.audit("setattr", clean, details)
+	if !accessOnly {
+		t.audit("setattr", clean, details)
+	}
 	return n.entry(nameOf(comps), clean), nil
 }
 

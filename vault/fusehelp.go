@@ -61,3 +61,13 @@ func (t *Tx) AtTime(at time.Time, fn func() error) error {
 	defer func() { t.now = saved }()
 	return fn()
 }
+
+// AsOwner runs fn with uid and gid as the owner of every entry fn creates
+// (in a setgid directory the directory's group, see Inherit). The mount
+// creates entries as the calling process.
+func (t *Tx) AsOwner(uid, gid uint32, fn func() error) error {
+	saved, had := t.owner, t.hasOwner
+	t.owner, t.hasOwner = [2]int64{int64(uid), int64(gid)}, true
+	defer func() { t.owner, t.hasOwner = saved, had }()
+	return fn()
+}

@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -26,14 +27,16 @@ func (t *Tx) storedBytes() (int64, error) {
 		if err := rows.Scan(&size, &list); err != nil {
 			return 0, err
 		}
-		for i := int64(0); i*hashLen < int64(len(list)); i++ {
-			var h [hashLen]byte
-			copy(h[:], list[i*hashLen:])
+		for idx, r := range records(list) {
+			if _, hole := holeRun(r); hole {
+				continue
+			}
+			h := [hashLen]byte(r)
 			if _, ok := seen[h]; ok {
 				continue
 			}
 			seen[h] = struct{}{}
-			total += min(ChunkSize, size-i*ChunkSize)
+			total += min(ChunkSize, size-idx*ChunkSize)
 		}
 	}
 	return total, rows.Err()
@@ -46,76 +49,101 @@ type GCStats struct {
 	Bytes  int64 `json:"bytes"`
 }
 
-// GC frees every node and chunk that no vault, checkpoint or fork
-// references. It marks from all roots in one write transaction, so nothing
+// GC frees every node and chunk that no vault, checkpoint, fork or file
+// version references. It marks from all roots in one write transaction, so nothing
 // reachable can be freed by a concurrent change.
-func (s *Store) GC(ctx context.Context) (GCStats, error) {
-	st, _, err := write(ctx, s, "", "", Meta{}, "gc", false, func(t *Tx) (GCStats, error) {
-		var st GCStats
-		if _, err := t.execText(`CREATE TEMP TABLE IF NOT EXISTS gc_live(id INTEGER PRIMARY KEY)`); err != nil {
-			return st, err
+func (s *Store) GC(ctx context.Context) (GCStats, error) { return s.gc(ctx, false) }
+
+// GCDryRun says what GC would free, and frees nothing: it collects in a
+// transaction that it then rolls back.
+func (s *Store) GCDryRun(ctx context.Context) (GCStats, error) { return s.gc(ctx, true) }
+
+// errDryRun rolls back a dry run's transaction.
+var errDryRun = errors.New("dry run")
+
+func (s *Store) gc(ctx context.Context, dry bool) (GCStats, error) {
+	var out GCStats
+	_, _, err := write(ctx, s, "", "", Meta{}, "gc", false, func(t *Tx) (GCStats, error) {
+		st, err := t.gc()
+		out = st
+		if err == nil && dry {
+			err = errDryRun
 		}
-		defer t.execText(`DROP TABLE IF EXISTS temp.gc_live`)
-		if _, err := t.execText(fmt.Sprintf(reachableSQL, `SELECT root FROM vaults UNION SELECT root FROM checkpoints`) +
-			` INSERT INTO gc_live SELECT id FROM live`); err != nil {
-			return st, fmt.Errorf("gc mark: %w", err)
-		}
-		if _, err := t.execText(`DELETE FROM dirents WHERE dir NOT IN (SELECT id FROM gc_live)`); err != nil {
-			return st, fmt.Errorf("gc sweep: %w", err)
-		}
-		res, err := t.execText(`DELETE FROM nodes WHERE id NOT IN (SELECT id FROM gc_live)`)
-		if err != nil {
-			return st, fmt.Errorf("gc sweep: %w", err)
-		}
-		st.Nodes, _ = res.RowsAffected()
-		// Chunks: mark by hash from the surviving nodes' chunk lists.
-		used := map[[hashLen]byte]struct{}{}
-		rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL`, KindFile)
-		if err != nil {
-			return st, mapSQLErr(err)
-		}
-		for rows.Next() {
-			var list []byte
-			if err := rows.Scan(&list); err != nil {
-				rows.Close()
-				return st, err
-			}
-			for i := 0; i+hashLen <= len(list); i += hashLen {
-				used[[hashLen]byte(list[i:i+hashLen])] = struct{}{}
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return st, err
-		}
-		rows, err = t.query(`SELECT id, hash, length(data) FROM chunks`)
-		if err != nil {
-			return st, mapSQLErr(err)
-		}
-		var dead []int64
-		for rows.Next() {
-			var id, n int64
-			var h []byte
-			if err := rows.Scan(&id, &h, &n); err != nil {
-				rows.Close()
-				return st, err
-			}
-			if _, ok := used[[hashLen]byte(h)]; !ok {
-				dead = append(dead, id)
-				st.Bytes += n
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return st, err
-		}
-		for _, id := range dead {
-			if _, err := t.exec(`DELETE FROM chunks WHERE id=?`, id); err != nil {
-				return st, err
-			}
-		}
-		st.Chunks = int64(len(dead))
-		return st, nil
+		return st, err
 	})
-	return st, err
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
+	return out, err
+}
+
+func (t *Tx) gc() (GCStats, error) {
+	var st GCStats
+	if _, err := t.execText(`CREATE TEMP TABLE IF NOT EXISTS gc_live(id INTEGER PRIMARY KEY)`); err != nil {
+		return st, err
+	}
+	defer t.execText(`DROP TABLE IF EXISTS temp.gc_live`)
+	if _, err := t.execText(fmt.Sprintf(reachableSQL, `SELECT root FROM vaults UNION SELECT root FROM checkpoints`) +
+		` INSERT INTO gc_live SELECT id FROM live`); err != nil {
+		return st, fmt.Errorf("gc mark: %w", err)
+	}
+	if _, err := t.execText(`DELETE FROM dirents WHERE dir NOT IN (SELECT id FROM gc_live)`); err != nil {
+		return st, fmt.Errorf("gc sweep: %w", err)
+	}
+	res, err := t.execText(`DELETE FROM nodes WHERE id NOT IN (SELECT id FROM gc_live)`)
+	if err != nil {
+		return st, fmt.Errorf("gc sweep: %w", err)
+	}
+	st.Nodes, _ = res.RowsAffected()
+	// Chunks: mark by hash from the surviving nodes' chunk lists.
+	used := map[[hashLen]byte]struct{}{}
+	docs := map[[hashLen]byte]struct{}{} // full-text documents still held
+	// File history lists content by hash too (history.go).
+	rows, err := t.query(`SELECT chunks FROM nodes WHERE kind = ? AND chunks IS NOT NULL UNION ALL SELECT chunks FROM versions WHERE chunks IS NOT NULL`, KindFile)
+	if err != nil {
+		return st, mapSQLErr(err)
+	}
+	for rows.Next() {
+		var list []byte
+		if err := rows.Scan(&list); err != nil {
+			rows.Close()
+			return st, err
+		}
+		for h := range contentHashes(list) {
+			used[h] = struct{}{}
+		}
+		docs[contentKey(list)] = struct{}{}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	rows, err = t.query(`SELECT id, hash, length(data) FROM chunks`)
+	if err != nil {
+		return st, mapSQLErr(err)
+	}
+	var dead []int64
+	for rows.Next() {
+		var id, n int64
+		var h []byte
+		if err := rows.Scan(&id, &h, &n); err != nil {
+			rows.Close()
+			return st, err
+		}
+		if _, ok := used[[hashLen]byte(h)]; !ok {
+			dead = append(dead, id)
+			st.Bytes += n
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	for _, id := range dead {
+		if _, err := t.exec(`DELETE FROM chunks WHERE id=?`, id); err != nil {
+			return st, err
+		}
+	}
+	st.Chunks = int64(len(dead))
+	return st, t.sweepIndex(docs)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -28,6 +29,10 @@ type mnode struct {
 	data   []byte
 	mode   fs.FileMode
 	target string
+	// uid and gid, when set (chown); the store shows NoOwner otherwise.
+	uid, gid       int64
+	hasUID, hasGID bool
+	rdev           uint64 // of a device node
 	// id is the entry's identity: it stays across overwrites, appends and
 	// renames and is new for every created or copied entry. The store must
 	// give one id the same inode number wherever it appears.
@@ -129,6 +134,45 @@ func (n mnode) size() int64 {
 	return 0
 }
 
+// create adds n at p. In a setgid directory it takes the directory's
+// group, and a directory is setgid too.
+func (m mtree) create(p string, n mnode) {
+	if d := m[path.Dir(p)]; d.mode&fs.ModeSetgid != 0 {
+		n.gid, n.hasGID = d.gid, d.hasGID
+		if n.kind == KindDir {
+			n.mode |= fs.ModeSetgid
+		}
+	}
+	m[p] = n
+}
+
+// owner is the uid and gid the store must show for n.
+func (n mnode) owner() [2]int64 {
+	o := [2]int64{NoOwner, NoOwner}
+	if n.hasUID {
+		o[0] = n.uid
+	}
+	if n.hasGID {
+		o[1] = n.gid
+	}
+	return o
+}
+
+// nlink is the link count the store must show for the entry at p: 2
+// plus its subdirectories for a directory, else 1.
+func (m mtree) nlink(p string) uint32 {
+	if !m.isDir(p) {
+		return 1
+	}
+	n := uint32(2)
+	for q, c := range m {
+		if c.kind == KindDir && q != "/" && q != p && path.Dir(q) == p {
+			n++
+		}
+	}
+	return n
+}
+
 // mdiff is what Tx.diff must report between trees a and b.
 func mdiff(a, b mtree) Changes {
 	ch := Changes{Added: []Change{}, Modified: []Change{}, Deleted: []Change{}}
@@ -148,7 +192,8 @@ func mdiff(a, b mtree) Changes {
 		if na.kind == KindDir {
 			continue
 		}
-		if !bytes.Equal(na.data, nb.data) || na.mode != nb.mode || na.target != nb.target {
+		if !bytes.Equal(na.data, nb.data) || na.mode != nb.mode || na.target != nb.target ||
+			na.owner() != nb.owner() || na.rdev != nb.rdev {
 			ch.Modified = append(ch.Modified, Change{Path: p, Type: nb.kind.String(), Size: nb.size()})
 			if na.kind == KindFile {
 				if d := nb.size() - na.size(); d > 0 {
@@ -200,6 +245,7 @@ var (
 	modelTargets  = []string{"a", "../up", "/abs/x", "b/c", "a-much-longer-target"}
 	modelCPNames  = []string{"c1", "c2", "c3"}
 	modelFileMode = []fs.FileMode{0, 0, 0o600, 0o644, 0o755}
+	modelModes    = []fs.FileMode{0o600, 0o644, 0o700, 0o755, fs.ModeSetuid | fs.ModeSetgid | 0o755, fs.ModeSetgid | 0o644, fs.ModeSticky | 0o777}
 )
 
 func genPath(t *rapid.T, label string) string {
@@ -275,6 +321,10 @@ func content(seed, n int) []byte {
 	}
 	return b
 }
+
+// sparseMax bounds the offsets and sizes that make holes of many chunks:
+// the model keeps every byte.
+const sparseMax = 1 << 20
 
 func genSize(t *rapid.T, label string) int {
 	switch rapid.IntRange(0, 9).Draw(t, label+"-class") {
@@ -412,6 +462,15 @@ func (st *modelState) compareTree(label string, m mtree, r map[string]rentry) er
 		if e.Mode != n.mode {
 			return fmt.Errorf("%s: %s mode: got %v, want %v", label, p, e.Mode, n.mode)
 		}
+		if got := [2]int64{e.Uid, e.Gid}; got != n.owner() {
+			return fmt.Errorf("%s: %s owner: got %v, want %v", label, p, got, n.owner())
+		}
+		if e.Rdev != n.rdev {
+			return fmt.Errorf("%s: %s rdev: got %#x, want %#x", label, p, e.Rdev, n.rdev)
+		}
+		if want := m.nlink(p); e.Nlink != want {
+			return fmt.Errorf("%s: %s links: got %d, want %d", label, p, e.Nlink, want)
+		}
 	}
 	seen := map[uint64]string{}
 	for _, p := range sortedKeys(r) {
@@ -531,7 +590,7 @@ func (st *modelState) mkdirAll(m mtree, q Quota, comps []string, mode fs.FileMod
 			}
 			checked = true
 		}
-		m[p] = mnode{kind: KindDir, mode: mode, id: st.newID()}
+		m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
 	}
 	return nil
 }
@@ -563,7 +622,7 @@ func (st *modelState) mWriteFile(m mtree, q Quota, p string, data []byte, o Writ
 		if err := mQuota(m, q, int64(len(data)), 1, 0, int64(len(data))); err != nil {
 			return err
 		}
-		m[p] = mnode{kind: KindFile, data: data, mode: mode, id: st.newID()}
+		m.create(p, mnode{kind: KindFile, data: data, mode: mode, id: st.newID()})
 		return nil
 	}
 	switch {
@@ -571,7 +630,7 @@ func (st *modelState) mWriteFile(m mtree, q Quota, p string, data []byte, o Writ
 		return ErrExists
 	case n.kind == KindDir:
 		return ErrIsDir
-	case n.kind == KindSymlink:
+	case n.kind != KindFile:
 		return ErrInvalidArgument
 	}
 	old := int64(len(n.data))
@@ -598,12 +657,12 @@ func fileAt(m mtree, p string) (mnode, error) {
 	}
 	n := m[p]
 	switch n.kind {
+	case KindFile:
+		return n, nil
 	case KindDir:
 		return n, ErrIsDir
-	case KindSymlink:
-		return n, ErrInvalidArgument
 	}
-	return n, nil
+	return n, ErrInvalidArgument
 }
 
 func mWriteAt(m mtree, q Quota, p string, off int, data []byte) error {
@@ -667,7 +726,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
 		return err
 	}
-	m[p] = mnode{kind: KindDir, mode: mode, id: st.newID()}
+	m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
 	return nil
 }
 
@@ -682,7 +741,7 @@ func (st *modelState) mSymlink(m mtree, q Quota, target, p string) error {
 	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
 		return err
 	}
-	m[p] = mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()}
+	m.create(p, mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()})
 	return nil
 }
 
@@ -715,8 +774,50 @@ func mChmod(m mtree, p string, mode fs.FileMode) error {
 		return err
 	}
 	n := m[p]
-	n.mode = mode.Perm()
+	n.mode = mode
 	m[p] = n
+	return nil
+}
+
+// mChown changes the owner as SetAttrs documents it: a non-directory
+// loses setuid, and setgid when group-executable.
+func mChown(m mtree, p string, uid, gid *int64) error {
+	comps, _ := CleanPath(p)
+	if err := m.walk(comps); err != nil {
+		return err
+	}
+	n := m[p]
+	if uid != nil {
+		n.uid, n.hasUID = *uid, true
+	}
+	if gid != nil {
+		n.gid, n.hasGID = *gid, true
+	}
+	if (uid != nil || gid != nil) && n.kind != KindDir {
+		n.mode &^= fs.ModeSetuid
+		if n.mode&0o010 != 0 {
+			n.mode &^= fs.ModeSetgid
+		}
+	}
+	m[p] = n
+	return nil
+}
+
+func (st *modelState) mMknod(m mtree, q Quota, p string, k Kind, mode fs.FileMode, rdev uint64) error {
+	comps, _ := CleanPath(p)
+	if err := m.parentOf(comps); err != nil {
+		return err
+	}
+	if _, ok := m[p]; ok {
+		return ErrExists
+	}
+	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+		return err
+	}
+	if k != KindCharDev && k != KindBlkDev {
+		rdev = 0
+	}
+	m.create(p, mnode{kind: k, mode: mode, rdev: rdev, id: st.newID()})
 	return nil
 }
 
@@ -888,19 +989,27 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 			p := pickFile(t, mv.tree, "path")
 			size := len(mv.tree[p].data)
 			var off int
-			switch rapid.IntRange(0, 3).Draw(t, "off-class") {
+			switch rapid.IntRange(0, 4).Draw(t, "off-class") {
 			case 0:
 				off = rapid.IntRange(0, size).Draw(t, "off")
 			case 1:
 				off = rapid.IntRange(ChunkSize-40, ChunkSize+40).Draw(t, "off")
 			case 2:
 				off = rapid.IntRange(2*ChunkSize-40, 2*ChunkSize+40).Draw(t, "off")
-			default:
+			case 3:
 				off = rapid.IntRange(size, size+ChunkSize+100).Draw(t, "off")
+			default:
+				// Far past the end: a hole of many chunks.
+				off = rapid.IntRange(size, max(size, sparseMax)).Draw(t, "off")
 			}
-			off = min(off, 250<<10)
+			if off < sparseMax-ChunkSize {
+				off = min(off, 250<<10)
+			}
 			n := rapid.OneOf(rapid.IntRange(0, 100), rapid.IntRange(ChunkSize-20, ChunkSize+20)).Draw(t, "len")
 			data := content(rapid.IntRange(0, 4).Draw(t, "seed"), n)
+			if rapid.IntRange(0, 5).Draw(t, "zeros") == 0 {
+				data = make([]byte, n) // stored as holes
+			}
 			_, err := v.WriteAt(ctx, p, int64(off), data, Meta{})
 			want := apply(mv, func(m mtree) error { return mWriteAt(m, mv.q, p, off, data) })
 			checkErr(t, fmt.Sprintf("WriteAt(%s, %d, %d bytes)", p, off, len(data)), err, want)
@@ -909,7 +1018,7 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 			_, mv, v := st.pick(t)
 			p := pickFile(t, mv.tree, "path")
 			cur := len(mv.tree[p].data)
-			size := rapid.OneOf(rapid.IntRange(0, cur), rapid.IntRange(cur, cur+2*ChunkSize),
+			size := rapid.OneOf(rapid.IntRange(0, cur), rapid.IntRange(cur, cur+2*ChunkSize), rapid.IntRange(cur, max(cur, sparseMax)),
 				rapid.SampledFrom([]int{0, ChunkSize - 1, ChunkSize, ChunkSize + 1, 2 * ChunkSize})).Draw(t, "size")
 			err := v.Truncate(ctx, p, int64(size), Meta{})
 			want := apply(mv, func(m mtree) error { return mTruncate(m, mv.q, p, size) })
@@ -987,10 +1096,34 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 		"chmod": func(t *rapid.T) {
 			_, mv, v := st.pick(t)
 			p := pickPath(t, mv.tree, "path")
-			mode := rapid.SampledFrom([]fs.FileMode{0o600, 0o644, 0o700, 0o755}).Draw(t, "mode")
+			mode := rapid.SampledFrom(modelModes).Draw(t, "mode")
 			_, err := v.SetAttr(ctx, p, &mode, nil, Meta{})
 			want := apply(mv, func(m mtree) error { return mChmod(m, p, mode) })
 			checkErr(t, fmt.Sprintf("SetAttr(%s, %v)", p, mode), err, want)
+		},
+		"chown": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			p := pickPath(t, mv.tree, "path")
+			var a Attrs
+			if rapid.Bool().Draw(t, "set-uid") {
+				a.Uid = ptr(rapid.SampledFrom([]int64{0, 1000}).Draw(t, "uid"))
+			}
+			if rapid.Bool().Draw(t, "set-gid") {
+				a.Gid = ptr(rapid.SampledFrom([]int64{0, 50}).Draw(t, "gid"))
+			}
+			err := v.Update(ctx, Meta{}, func(tx *Tx) error { _, err := tx.SetAttrs(p, a); return err })
+			want := apply(mv, func(m mtree) error { return mChown(m, p, a.Uid, a.Gid) })
+			checkErr(t, fmt.Sprintf("SetAttrs(%s, %+v)", p, a), err, want)
+		},
+		"mknod": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			p := pickPath(t, mv.tree, "path")
+			k := rapid.SampledFrom([]Kind{KindFifo, KindSocket, KindCharDev, KindBlkDev}).Draw(t, "kind")
+			mode := rapid.SampledFrom(modelModes).Draw(t, "mode")
+			rdev := rapid.SampledFrom([]uint64{0, 0x103, 0x801}).Draw(t, "rdev")
+			err := v.Update(ctx, Meta{}, func(tx *Tx) error { return tx.Mknod(p, k, mode, rdev) })
+			want := apply(mv, func(m mtree) error { return st.mMknod(m, mv.q, p, k, mode, rdev) })
+			checkErr(t, fmt.Sprintf("Mknod(%s, %s, %v, %#x)", p, k, mode, rdev), err, want)
 		},
 		"quota": func(t *rapid.T) {
 			_, mv, v := st.pick(t)

@@ -103,3 +103,27 @@ func (v *Vault) Stat(ctx context.Context, p string) (Entry, error) {
 func (v *Vault) ReadDir(ctx context.Context, p string) ([]Entry, error) {
 	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) ([]Entry, error) { return t.ReadDir(p) })
 }
+
+// Seek finds the first offset at or after off of file p that holds data
+// (or, with hole, that lies in a hole, the end of file counting as one),
+// as lseek(2)'s SEEK_DATA and SEEK_HOLE do; ok is false when there is
+// none (lseek's ENXIO).
+func (v *Vault) Seek(ctx context.Context, p string, off int64, hole bool) (at int64, ok bool, err error) {
+	type found struct {
+		at int64
+		ok bool
+	}
+	r, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (found, error) {
+		_, chain, err := t.fileChain("seek", p)
+		if err != nil {
+			return found{}, err
+		}
+		n := chain[len(chain)-1]
+		if err := t.loadChunks(n); err != nil {
+			return found{}, err
+		}
+		at, ok := seekList(n.chunks, n.size, off, hole)
+		return found{at, ok}, nil
+	})
+	return r.at, r.ok, err
+}

@@ -5,10 +5,14 @@ import (
 	"unicode/utf8"
 )
 
-// Name and path limits, as Linux enforces them on real file systems.
+// Name and path limits. A name and a symlink target have Linux's limits;
+// Linux limits the path of each call, not the depth of a tree, so a vault
+// path (from the vault's root) may be far longer: MaxTreePathLen only
+// bounds the work one path can cost.
 const (
-	MaxNameLen = 255
-	MaxPathLen = 4096
+	MaxNameLen     = 255
+	MaxPathLen     = 4096
+	MaxTreePathLen = 1 << 20
 )
 
 // CleanPath validates a vault path and returns its components. A vault path
@@ -19,7 +23,7 @@ func CleanPath(p string) ([]string, error) {
 	if p == "" || p[0] != '/' {
 		return nil, pathErr("validate", p, ErrInvalidPath)
 	}
-	if len(p) > MaxPathLen || strings.IndexByte(p, 0) >= 0 || !utf8.ValidString(p) {
+	if len(p) > MaxTreePathLen || strings.IndexByte(p, 0) >= 0 || !utf8.ValidString(p) {
 		return nil, pathErr("validate", p, ErrInvalidPath)
 	}
 	var comps []string

@@ -27,14 +27,24 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Now returns the current time; tests may pin it. Default time.Now.
 	Now func() time.Time
+	// MaxFileSize is the largest size a file may reach, in bytes, in
+	// every vault of the store; a write or truncate past it fails with a
+	// *QuotaError (Limit "max_file_size"), EFBIG on a mount. Holes cost
+	// nothing, so the default, DefaultMaxFileSize, only keeps offsets
+	// far from overflowing.
+	MaxFileSize int64
 }
+
+// DefaultMaxFileSize is Options.MaxFileSize's default: 1 EiB.
+const DefaultMaxFileSize = 1 << 60
 
 // Store is one home's vault database. It is safe for concurrent use by many
 // goroutines, and several processes may open the same file.
 type Store struct {
-	db   *sql.DB
-	path string
-	now  func() time.Time
+	db          *sql.DB
+	path        string
+	now         func() time.Time
+	maxFileSize int64
 
 	// wmu serialises writers inside this process so they queue in Go
 	// instead of spinning in SQLite's busy handler; other processes still
@@ -89,6 +99,7 @@ CREATE TABLE IF NOT EXISTS vaults(
 	max_files INTEGER,
 	max_file_size_mb INTEGER,
 	worker TEXT NOT NULL DEFAULT '',
+	seq INTEGER NOT NULL DEFAULT 0, -- change sequence: +1 per committed transaction (log.go)
 	UNIQUE(namespace, name)
 );
 CREATE TABLE IF NOT EXISTS nodes(
@@ -102,7 +113,12 @@ CREATE TABLE IF NOT EXISTS nodes(
 	mtime INTEGER NOT NULL,
 	ctime INTEGER NOT NULL,
 	target TEXT NOT NULL DEFAULT '',
-	chunks BLOB
+	chunks BLOB,
+	uid INTEGER NOT NULL DEFAULT -1, -- NoOwner
+	gid INTEGER NOT NULL DEFAULT -1,
+	rdev INTEGER NOT NULL DEFAULT 0,
+	atime INTEGER NOT NULL DEFAULT 0, -- 0: mtime
+	nlink INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS nodes_owner ON nodes(vault, epoch);
 CREATE TABLE IF NOT EXISTS dirents(
@@ -142,7 +158,8 @@ CREATE TABLE IF NOT EXISTS audit(
 	request_id TEXT NOT NULL DEFAULT '',
 	trace_id TEXT NOT NULL DEFAULT '',
 	details TEXT NOT NULL DEFAULT '{}',
-	imported INTEGER NOT NULL DEFAULT 0 -- copied from another store: history, not a new event
+	imported INTEGER NOT NULL DEFAULT 0, -- copied from another store: history, not a new event
+	seq INTEGER NOT NULL DEFAULT 0 -- the vault's change sequence number of the transaction (log.go)
 );
 CREATE INDEX IF NOT EXISTS audit_vault ON audit(vault_id, id);
 CREATE TABLE IF NOT EXISTS remote_chunks(
@@ -169,6 +186,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxFileSize <= 0 || opts.MaxFileSize > DefaultMaxFileSize {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -186,8 +206,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Prepared statements live per connection: keep a few idle ones so
 	// that they are not closed, and their statements lost, between calls.
 	db.SetMaxIdleConns(4)
-	s := &Store{db: db, path: path, now: opts.Now, stmts: map[string]*sql.Stmt{}}
-	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema); err != nil {
+	s := &Store{db: db, path: path, now: opts.Now, maxFileSize: opts.MaxFileSize, stmts: map[string]*sql.Stmt{}}
+	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema+";"+historySchema+";"+searchSchema+";"+metaSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
 	}
@@ -231,16 +251,59 @@ func createPrivate(path string) error {
 // migrate brings a store created by an older version up to the schema:
 // columns added since are appended, as CREATE TABLE puts them last too.
 func migrate(ctx context.Context, db *sql.DB) error {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('audit') WHERE name='imported'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := db.ExecContext(ctx, `ALTER TABLE audit ADD COLUMN imported INTEGER NOT NULL DEFAULT 0`); err != nil {
+	for _, c := range []struct{ table, column, def string }{
+		{"audit", "imported", "INTEGER NOT NULL DEFAULT 0"},
+		{"vaults", "seq", "INTEGER NOT NULL DEFAULT 0"},
+		{"audit", "seq", "INTEGER NOT NULL DEFAULT 0"},
+	} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c.table, c.column).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE `+c.table+` ADD COLUMN `+c.column+` `+c.def); err != nil {
 			return err
 		}
 	}
+	if err := migrateNodes(ctx, db, "main"); err != nil {
+		return err
+	}
 	return migrateRequests(ctx, db)
+}
+
+// nodeColsAdded are the node columns added after the first version, with
+// their definitions, in the order CREATE TABLE has them.
+var nodeColsAdded = [][2]string{
+	{"uid", "INTEGER NOT NULL DEFAULT -1"},
+	{"gid", "INTEGER NOT NULL DEFAULT -1"},
+	{"rdev", "INTEGER NOT NULL DEFAULT 0"},
+	{"atime", "INTEGER NOT NULL DEFAULT 0"},
+	{"nlink", "INTEGER NOT NULL DEFAULT 1"},
+}
+
+// migrateNodes adds the node columns schema db of a store from an older
+// version lacks, and counts the links of its directories when it had none.
+func migrateNodes(ctx context.Context, c *sql.DB, db string) error {
+	for _, col := range nodeColsAdded {
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('nodes', ?) WHERE name=?`, db, col[0]).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := c.ExecContext(ctx, `ALTER TABLE `+db+`.nodes ADD COLUMN `+col[0]+` `+col[1]); err != nil {
+			return err
+		}
+		if col[0] == "nlink" {
+			if _, err := c.ExecContext(ctx, `UPDATE `+db+`.nodes SET nlink = 2 + (SELECT count(*) FROM `+db+`.dirents d JOIN `+db+`.nodes c ON c.id = d.child WHERE d.dir = nodes.id AND c.kind = ?) WHERE kind = ?`, KindDir, KindDir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the prepared statements and the database.

@@ -65,7 +65,7 @@ func (t *Tx) WriteFrom(p string, r io.Reader, o WriteOptions) (WriteResult, erro
 			return WriteResult{}, fmt.Errorf("write %s: read content: %w", p, err)
 		}
 	}
-	return t.putFile(p, o, func(int64) int64 { return size }, func(n *node, _ bool) error {
+	return t.putFile(p, o, nil, func(int64) int64 { return size }, func(n *node, _ bool) error {
 		n.chunks, n.size, n.lazy = list, size, false
 		return nil
 	})

@@ -47,8 +47,8 @@ func ManifestChunks(ctx context.Context, file string) ([]Hash, error) {
 		if err := rows.Scan(&list); err != nil {
 			return nil, mapSQLErr(err)
 		}
-		for i := 0; i+hashLen <= len(list); i += hashLen {
-			h := Hash(list[i : i+hashLen])
+		for c := range contentHashes(list) {
+			h := Hash(c)
 			if _, ok := seen[h]; !ok {
 				seen[h] = struct{}{}
 				out = append(out, h)

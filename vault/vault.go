@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 )
@@ -25,10 +26,13 @@ type Info struct {
 	Dirs        int64     `json:"dirs"`
 	Bytes       int64     `json:"bytes"`
 	StoredBytes int64     `json:"stored_bytes"`
-	Checkpoints int64     `json:"checkpoints"`
-	Parent      *string   `json:"parent"`
-	Quota       Quota     `json:"quota"`
-	Worker      string    `json:"worker"`
+	// StoredKnown says StoredBytes was computed: Info does, Fork does not
+	// (it would walk the whole tree).
+	StoredKnown bool    `json:"-"`
+	Checkpoints int64   `json:"checkpoints"`
+	Parent      *string `json:"parent"`
+	Quota       Quota   `json:"quota"`
+	Worker      string  `json:"worker"`
 }
 
 // Vault is a handle on one named vault in a Store. It is cheap: it holds
@@ -43,6 +47,10 @@ type Vault struct {
 // Vault returns a handle on ns/name. Whether the vault exists is checked by
 // each call, which fails with ErrVaultNotFound if it does not.
 func (s *Store) Vault(ns, name string) *Vault { return &Vault{s: s, namespace: ns, name: name} }
+
+// MaxFileSize is the largest size a file may reach in the store's vaults
+// (Options.MaxFileSize), whatever the vault's quota.
+func (v *Vault) MaxFileSize() int64 { return v.s.maxFileSize }
 
 // Name is the vault's name.
 func (v *Vault) Name() string { return v.name }
@@ -89,7 +97,7 @@ func (s *Store) Create(ctx context.Context, ns, name string, q Quota, meta Meta)
 		if err := t.insertVault(ns, name, q, sql.NullString{}, 0, 1, 0, 0, 0); err != nil {
 			return Info{}, err
 		}
-		root, err := t.insertNode(&node{ino: 1, kind: KindDir, mode: 0o755, mtime: t.now, ctime: t.now})
+		root, err := t.insertNode(&node{ino: 1, kind: KindDir, mode: 0o755, mtime: t.now, ctime: t.now, uid: NoOwner, gid: NoOwner, nlink: 2})
 		if err != nil {
 			return Info{}, err
 		}
@@ -164,7 +172,7 @@ func (t *Tx) info(stored bool) (Info, error) {
 		return in, nil
 	}
 	sb, err := t.storedBytes()
-	in.StoredBytes = sb
+	in.StoredBytes, in.StoredKnown = sb, err == nil
 	return in, err
 }
 
@@ -224,7 +232,7 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// ForkResult is what Fork returns. Its Info leaves StoredBytes zero.
+// ForkResult is what Fork returns. Its Info leaves StoredBytes unknown.
 type ForkResult struct {
 	Info     Info          `json:"vault"`
 	Source   string        `json:"source"`
@@ -241,12 +249,14 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 	}
 	res, _, err := write(ctx, s, ns, src, meta, "vault.fork", true, func(t *Tx) (ForkResult, error) {
 		root, files, dirs, bytes := t.v.root, t.v.files, t.v.dirs, t.v.bytes
+		srcID, forkedAt := t.v.id, int64(math.MaxInt64)
 		if checkpoint != "" {
 			cp, err := t.checkpoint(checkpoint)
 			if err != nil {
 				return ForkResult{}, err
 			}
 			root, files, dirs, bytes = cp.root, cp.Files, cp.Dirs, cp.Bytes
+			forkedAt = cp.CreatedAt.UnixNano()
 		} else {
 			// Freeze the source's nodes: from now on both vaults share them.
 			t.v.epoch++
@@ -261,6 +271,13 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 		t.events = nil
 		srcName, q, nextIno := t.v.name, t.v.quota, t.v.nextIno
 		if err := t.insertVault(ns, dst, q, sql.NullString{String: srcName, Valid: true}, root, nextIno, files, dirs, bytes); err != nil {
+			return ForkResult{}, err
+		}
+		cut, err := t.lastVersionID(forkedAt)
+		if err != nil {
+			return ForkResult{}, err
+		}
+		if err := t.linkHistory(t.v.id, srcID, cut); err != nil {
 			return ForkResult{}, err
 		}
 		t.audit("vault.forked", "/", map[string]any{"from": srcName, "checkpoint": checkpoint})
@@ -286,6 +303,9 @@ var deleteVaultSQL = []string{
 // it keep working: they hold their own references to shared nodes.
 func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
 	_, _, err := write(ctx, s, ns, name, meta, "vault.delete", true, func(t *Tx) (struct{}, error) {
+		if err := t.dropHistory(t.v.id); err != nil {
+			return struct{}{}, err
+		}
 		for _, q := range deleteVaultSQL {
 			if _, err := t.exec(q, ns, name); err != nil {
 				return struct{}{}, fmt.Errorf("delete vault %q: %w", name, err)

@@ -122,7 +122,7 @@ func TestPathValidation(t *testing.T) {
 		"NUL":            "/dir/fi\x00le",
 		"invalid UTF-8":  "/dir/\xff",
 		"name too long":  "/" + strings.Repeat("n", MaxNameLen+1),
-		"path too long":  strings.Repeat("/abcdefgh", MaxPathLen/9+1),
+		"path too long":  strings.Repeat("/abcdefgh", MaxTreePathLen/9+1),
 		"relative dot":   "./dir",
 		"bare dotdot":    "..",
 		"dotdot escapes": "/../../etc/passwd",

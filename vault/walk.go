@@ -24,11 +24,14 @@ import (
 const maxJoinWalk = 16
 
 // finalCols are the columns of the node a walk names, as scanFinal reads
-// them; %[1]d is the node's alias number. Chunk lists longer than ?2 bytes
-// are left out (see node.lazy).
-const finalCols = `n%[1]d.id, n%[1]d.vault, n%[1]d.epoch, n%[1]d.ino, n%[1]d.kind, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, CASE WHEN length(n%[1]d.chunks) <= ?2 THEN n%[1]d.chunks END`
+// them; %[1]d is the node's alias number. Dense chunk lists longer than
+// ?2 bytes are left out (see node.lazy); a list with hole runs is always
+// loaded, as its records cannot be found by position.
+var finalCols = `n%[1]d.id, n%[1]d.vault, n%[1]d.epoch, n%[1]d.ino, n%[1]d.kind, n%[1]d.mode, n%[1]d.size, n%[1]d.mtime, n%[1]d.ctime, n%[1]d.target, ` +
+	fmt.Sprintf(`CASE WHEN length(n%%[1]d.chunks) <= ?2 OR length(n%%[1]d.chunks) < (n%%[1]d.size + %d) / %d * %d THEN n%%[1]d.chunks END`, ChunkSize-1, ChunkSize, hashLen) +
+	`, n%[1]d.uid, n%[1]d.gid, n%[1]d.rdev, n%[1]d.atime, n%[1]d.nlink`
 
-const nFinalCols = 11
+const nFinalCols = 16
 
 // joinWalkSQL[k] walks k components (?3, ?4, ...) from node ?1 and
 // returns one row: id, vault, epoch and kind of each directory above the
@@ -96,6 +99,7 @@ func scanFinal(n *node, v []any) (ok bool) {
 	n.kind, n.mode, n.size = Kind(asInt(v[4])), uint32(asInt(v[5])), asInt(v[6])
 	n.mtime, n.ctime, n.target = asInt(v[7]), asInt(v[8]), asString(v[9])
 	n.chunks, _ = v[10].([]byte)
+	n.scanAttrs(v[11:])
 	n.setLazy()
 	return true
 }

@@ -25,8 +25,9 @@ type Mounts struct {
 	root string
 	log  *slog.Logger
 
-	mu sync.Mutex
-	m  map[string]*activeMount
+	mu   sync.Mutex
+	m    map[string]*activeMount
+	user map[string]*userMount // by directory: mounts asked for with mount.start
 }
 
 type activeMount struct {
@@ -39,7 +40,10 @@ type activeMount struct {
 
 // NewMounts returns a mount manager rooted at root.
 func NewMounts(root string, log *slog.Logger) *Mounts {
-	return &Mounts{root: root, log: log, m: map[string]*activeMount{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Mounts{root: root, log: log, m: map[string]*activeMount{}, user: map[string]*userMount{}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -49,6 +53,17 @@ func key(ns, name string) string { return ns + "/" + name }
 func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, func(), error) {
 	ms.mu.Lock()
 	am, ok := ms.m[key(v.Namespace(), v.Name())]
+	if ok && !am.mnt.Serving() {
+		// Unmounted from outside, or its server stopped: a dead mount
+		// would fail the command with ENOTCONN. Mount it again.
+		ms.log.Warn("mount found dead: mounting again", "dir", am.mnt.Dir())
+		am.run.Lock()
+		ms.close(am)
+		am.lock.Close()
+		am.run.Unlock()
+		delete(ms.m, key(v.Namespace(), v.Name()))
+		ok = false
+	}
 	if !ok {
 		var err error
 		am, err = ms.mount(ctx, v)
@@ -63,6 +78,13 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 	if err := unix.Flock(int(am.lock.Fd()), unix.LOCK_EX); err != nil {
 		am.run.Unlock()
 		return nil, nil, fmt.Errorf("lock vault %s: %w", v.Name(), err)
+	}
+	// Changes made elsewhere (another process, another worker's store
+	// copy pulled in) must be in the mount before the command runs.
+	if err := am.mnt.Refresh(ctx); err != nil {
+		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
+		am.run.Unlock()
+		return nil, nil, fmt.Errorf("refresh mount of %s: %w", v.Name(), err)
 	}
 	return am, func() {
 		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
@@ -103,14 +125,25 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 	return &activeMount{mnt: m, lock: lock}, nil
 }
 
-// Invalidate tells the mount of ns/name, if any, that the vault changed
-// underneath it (a restore or a write through the API).
-func (ms *Mounts) Invalidate(ns, name string) {
+// Refresh brings the mount of ns/name, if any, up to date after a change
+// made through the API (a write, a restore), at once rather than at its
+// next poll of the vault's change log.
+func (ms *Mounts) Refresh(ctx context.Context, ns, name string) {
 	ms.mu.Lock()
-	am := ms.m[key(ns, name)]
+	var list []*mount.Mount
+	if am := ms.m[key(ns, name)]; am != nil {
+		list = append(list, am.mnt)
+	}
+	for _, um := range ms.user {
+		if um.ns == ns && um.vault == name {
+			list = append(list, um.mnt)
+		}
+	}
 	ms.mu.Unlock()
-	if am != nil {
-		am.mnt.Invalidate()
+	for _, m := range list {
+		if err := m.Refresh(ctx); err != nil {
+			ms.log.Warn("refresh mount", "dir", m.Dir(), "err", err)
+		}
 	}
 }
 
@@ -134,9 +167,7 @@ func (ms *Mounts) Release(ns, name string) error {
 func (ms *Mounts) close(am *activeMount) error {
 	err := am.mnt.Close()
 	if err != nil {
-		if ms.log != nil {
-			ms.log.Warn("unmount", "dir", am.mnt.Dir(), "err", err)
-		}
+		ms.log.Warn("unmount", "dir", am.mnt.Dir(), "err", err)
 		if derr := unix.Unmount(am.mnt.Dir(), unix.MNT_DETACH); derr == nil || errors.Is(derr, unix.EINVAL) {
 			return nil
 		}
@@ -147,10 +178,13 @@ func (ms *Mounts) close(am *activeMount) error {
 // Close unmounts everything.
 func (ms *Mounts) Close() error {
 	ms.mu.Lock()
-	all := ms.m
-	ms.m = map[string]*activeMount{}
+	all, user := ms.m, ms.user
+	ms.m, ms.user = map[string]*activeMount{}, map[string]*userMount{}
 	ms.mu.Unlock()
 	var errs []error
+	for _, um := range user {
+		errs = append(errs, um.mnt.Close())
+	}
 	for _, am := range all {
 		am.run.Lock()
 		errs = append(errs, ms.close(am))

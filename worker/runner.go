@@ -103,12 +103,13 @@ func (r *Runner) Register(h *handler.Handler) {
 	handler.Register(h, messages.OpApprovalShow, r.approvalShow)
 	handler.Register(h, messages.OpApprovalGrant, r.approvalGrant)
 	handler.Register(h, messages.OpApprovalDeny, r.approvalDeny)
+	r.registerUserMounts(h)
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
 			r.mounts.Release(ns, name)
 			return
 		}
-		r.mounts.Invalidate(ns, name)
+		r.mounts.Refresh(context.Background(), ns, name)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -394,5 +395,42 @@ func TestApprovalRetryAndFinalEnvelope(t *testing.T) {
 	f.do(messages.OpCat, "r", messages.PathArgs{Path: "/ran.txt"}, &cat)
 	if *cat.Content != "ran\n" {
 		t.Fatalf("ran %q", *cat.Content)
+	}
+}
+
+// TestExecSeesOtherProcessAndRemounts: a change made through another
+// store handle (another process) while the vault is mounted is in the
+// next command's tree, and a mount that died (unmounted from outside)
+// is mounted again before the next command instead of failing it.
+func TestExecSeesOtherProcessAndRemounts(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "o", messages.VaultCreateArgs{}, nil)
+	f.write("o", "/a.txt", "one")
+	if env := f.exec("o", messages.ExecArgs{Shell: "cat a.txt"}); env.Stdout != "one" {
+		t.Fatalf("first run: %q", env.Stdout)
+	}
+	other, err := vault.Open(context.Background(), f.st.Path(), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Vault("default", "o").WriteFile(context.Background(), "/a.txt", []byte("two"), vault.WriteOptions{}, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if env := f.exec("o", messages.ExecArgs{Shell: "cat a.txt"}); env.Stdout != "two" {
+		t.Fatalf("after another process's write the command saw %q", env.Stdout)
+	}
+	env := f.exec("o", messages.ExecArgs{Shell: "pwd"})
+	dir := strings.TrimSpace(env.Stdout)
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("unmount %s from outside: %v", dir, err)
+	}
+	env = f.exec("o", messages.ExecArgs{Shell: "cat a.txt; echo three > b.txt"})
+	if env.Stdout != "two" || env.Status != messages.StatusCompleted {
+		t.Fatalf("after the mount died: %+v", env)
+	}
+	data, _, err := f.st.Vault("default", "o").ReadFile(context.Background(), "/b.txt")
+	if err != nil || string(data) != "three\n" {
+		t.Fatalf("b.txt: %q, %v", data, err)
 	}
 }

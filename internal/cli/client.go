@@ -32,7 +32,7 @@ type localClient struct {
 }
 
 func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string) (*localClient, error) {
-	st, err := vault.Open(ctx, c.StorePath(), vault.Options{Synchronous: c.Store.Synchronous})
+	st, err := vault.Open(ctx, c.StorePath(), storeOptions(c))
 	if err != nil {
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 	}
@@ -43,6 +43,11 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 		return nil, fmt.Errorf("set up handler: %w", err)
 	}
 	return &localClient{store: st, h: h, close: []func() error{cl}}, nil
+}
+
+// storeOptions are the vault store's options from the config.
+func storeOptions(c *config.Config) vault.Options {
+	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize}
 }
 
 // natsClient sends requests to a fleet.

@@ -54,14 +54,24 @@ func (a *app) fileCmds() []*cobra.Command {
 	write.Flags().BoolVarP(&w.Parents, "parents", "p", false, "create missing parent directories")
 
 	var raw bool
+	var catVersion int64
 	cat := &cobra.Command{
-		Use: "cat PATH", Short: "Print a file's bytes (with --json: a document with its content)", Args: cobra.ExactArgs(1),
+		Use: "cat PATH [-v N]", Short: "Print a file's bytes, or one of its versions (with --json: a document with its content)", Args: cobra.ExactArgs(1),
 		Long: `cat writes the file's bytes to stdout, so that avfs cat /f > f copies it, and
 errors go to stderr as text. Only --json (or --output json|yaml) prints the
 document {"path", "size", "content"} (content_base64 for a file that is not
 UTF-8) and errors as JSON; --raw writes the bytes even then. On a terminal,
-a binary file is not written unless --raw is given.`,
+a binary file is not written unless --raw is given. -v N prints version N
+of the file (see avfs log) as a document.`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
+			if catVersion != 0 {
+				var out messages.HistoryCatResult
+				raw, err := a.do(cmd.Context(), messages.OpHistoryCat, v, messages.HistoryVersionArgs{Path: args[0], Version: catVersion}, &out)
+				if err != nil {
+					return err
+				}
+				return a.show(raw, &out.CatResult)
+			}
 			fc, err := a.fleet(cmd.Context())
 			if err != nil {
 				return err
@@ -77,6 +87,7 @@ a binary file is not written unless --raw is given.`,
 		}),
 	}
 	cat.Flags().BoolVar(&raw, "raw", false, "write the bytes, even with --json or to a terminal")
+	cat.Flags().Int64VarP(&catVersion, "version", "v", 0, "print version N of the file (see avfs log)")
 	var ls messages.LsArgs
 	var long bool
 	lsCmd := &cobra.Command{
@@ -179,7 +190,38 @@ const (
 	batchFiles = 2000
 )
 
+// hostDirOp runs a whole-tree import or export in one request when the
+// CLI serves requests in-process. It reports false through a fleet, where
+// no request names a path of the worker's machine.
+func (a *app) hostDirOp(cmd *cobra.Command, op messages.Op, v, hostDir, vaultPath string) (bool, error) {
+	if fc, err := a.fleet(cmd.Context()); err != nil || fc != nil {
+		return err != nil, err
+	}
+	abs, err := filepath.Abs(hostDir)
+	if err != nil {
+		return true, err
+	}
+	var r messages.BatchResult
+	if _, err := a.do(cmd.Context(), op, v, messages.HostDirArgs{HostDir: abs, Path: vaultPath}, &r); err != nil {
+		return true, err
+	}
+	return true, a.emit(r)
+}
+
+// importTree copies hostDir into the vault: in-process in one
+// transaction, through a fleet in batches of requests (which a failure
+// can stop half way).
 func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
+	if st, err := os.Stat(hostDir); err == nil && st.IsDir() {
+		// Every bad name listed, before anything is written (the vault
+		// would refuse the first one only).
+		if err := checkHostNames(hostDir); err != nil {
+			return err
+		}
+	}
+	if done, err := a.hostDirOp(cmd, messages.OpImportDir, v, hostDir, dst); done {
+		return err
+	}
 	start := time.Now()
 	ctx := cmd.Context()
 	fc, err := a.fleet(ctx)
@@ -224,9 +266,6 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	}
 	if !st.IsDir() {
 		return messages.Errorf(messages.CodeNotADirectory, "%s is not a directory", hostDir)
-	}
-	if err := checkHostNames(hostDir); err != nil {
-		return err
 	}
 	files, bytes := hostTotals(hostDir)
 	prog = a.newTransfer("import", files, bytes)
@@ -332,6 +371,9 @@ func checkHostNames(hostDir string) error {
 }
 
 func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
+	if done, err := a.hostDirOp(cmd, messages.OpExportDir, v, hostDir, src); done {
+		return err
+	}
 	start := time.Now()
 	var total messages.BatchResult
 	if err := os.MkdirAll(hostDir, 0o755); err != nil {
@@ -365,6 +407,9 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			if err != nil {
 				return err
 			}
+			// The host copy belongs to whoever runs the CLI: it gets
+			// no setuid or setgid bits, and no fifos, sockets or devices.
+			mode = mode.Perm()
 			mt, _ := time.Parse(time.RFC3339Nano, f.Mtime)
 			switch f.Type {
 			case "dir":
@@ -382,6 +427,9 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 				}
 				total.Files++
 				prog.add(1, 0)
+				continue
+			case "file":
+			default:
 				continue
 			}
 			if err := os.WriteFile(hp, f.Content, mode); err != nil {

@@ -147,7 +147,7 @@ func sanitizeToken(s string) string {
 // runWorker serves the store under the config's home as worker id until
 // ctx ends.
 func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
-	st, err := vault.Open(ctx, a.cfg.StorePath(), vault.Options{Synchronous: a.cfg.Store.Synchronous})
+	st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
 	if err != nil {
 		return err
 	}

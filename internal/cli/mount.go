@@ -1,30 +1,41 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/mount"
 	"github.com/avfs/avfs/vault"
+	"github.com/avfs/avfs/worker"
 )
 
 func (a *app) mountCmd() *cobra.Command {
-	var readonly bool
+	var readonly, allowOther bool
 	c := &cobra.Command{
-		Use:   "mount MOUNTPOINT [--readonly]",
+		Use:   "mount MOUNTPOINT [--readonly] [--allow-other]",
 		Short: "Serve the vault as a real directory until `avfs unmount` or a signal",
-		Args:  cobra.ExactArgs(1),
+		Long: `mount serves the vault at MOUNTPOINT until ` + "`avfs unmount MOUNTPOINT`" + ` or a signal.
+Changes made to the vault elsewhere (another avfs process, an exec, a restore)
+show in the mount within 200 ms. Through a fleet (--nats URL, or while ` + "`avfs serve`" + `
+runs on this home) the vault's owner worker serves the mount from its own
+store; it must run on this machine.`,
+		Args: cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, name string, args []string) error {
 			ctx := cmd.Context()
 			dir, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
 			}
-			st, err := vault.Open(ctx, a.cfg.StorePath(), vault.Options{Synchronous: a.cfg.Store.Synchronous})
+			if a.cfg.NATS.URL != "" || runningServe(a.cfg.Home) != "" {
+				return a.mountThroughFleet(cmd.Context(), name, dir, readonly)
+			}
+			st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 			}
@@ -35,7 +46,7 @@ func (a *app) mountCmd() *cobra.Command {
 			} else if !ok {
 				return &requestError{toErr(vault.ErrVaultNotFound)}
 			}
-			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
+			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, AllowOther: allowOther, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 			}
@@ -59,7 +70,44 @@ func (a *app) mountCmd() *cobra.Command {
 		}),
 	}
 	c.Flags().BoolVar(&readonly, "readonly", false, "refuse every change with EROFS")
+	c.Flags().BoolVar(&allowOther, "allow-other", false, "let other users use the mount (root, or user_allow_other in /etc/fuse.conf); owners and modes are checked for every caller")
 	return c
+}
+
+// mountThroughFleet asks the vault's owner (a worker, or `avfs serve` on
+// this home) to serve the vault at dir, then waits until dir is unmounted
+// from outside or a signal comes, which ends the mount.
+func (a *app) mountThroughFleet(ctx context.Context, name, dir string, readonly bool) error {
+	args := messages.MountArgs{Dir: dir, ReadOnly: readonly, Machine: worker.MachineID()}
+	var res messages.MountResult
+	if _, err := a.do(ctx, messages.OpMountStart, name, args, &res); err != nil {
+		return err
+	}
+	if err := a.emit(res); err != nil {
+		return err
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_, err := a.do(context.WithoutCancel(ctx), messages.OpMountStop, name, args, nil)
+			return err
+		case <-t.C:
+			if !mountPoint(dir) {
+				return nil
+			}
+		}
+	}
+}
+
+// mountPoint reports whether dir is on another device than its parent.
+func mountPoint(dir string) bool {
+	var st, parent syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 func (a *app) unmountCmd() *cobra.Command {

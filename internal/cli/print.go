@@ -119,7 +119,7 @@ func (p printer) print(w io.Writer, v any) error {
 		}
 		for _, x := range r.Vaults {
 			if p.wide {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", x.Name, x.Files, x.Dirs, size(x.Bytes), size(x.StoredBytes),
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", x.Name, x.Files, x.Dirs, size(x.Bytes), storedSize(x.StoredBytes),
 					x.Checkpoints, deref(x.Parent), dash(x.Worker), quotaText(x.Quota), p.time(x.CreatedAt))
 			} else {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", x.Name, x.Files, size(x.Bytes), x.Checkpoints, deref(x.Parent), p.time(x.CreatedAt))
@@ -401,10 +401,19 @@ func scalar(v any) string {
 	return strings.Trim(string(b), `"`)
 }
 
+// storedSize is a vault's deduplicated size, "-" where it was not
+// computed (a fork's reply leaves it to vault info).
+func storedSize(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return size(*n)
+}
+
 func (p printer) vault(w io.Writer, v messages.VaultInfo) {
 	fmt.Fprintf(w, "vault\t%s/%s\n", v.Namespace, v.Name)
 	fmt.Fprintf(w, "files\t%d (%d dirs)\n", v.Files, v.Dirs)
-	fmt.Fprintf(w, "size\t%s (stored %s)\n", size(v.Bytes), size(v.StoredBytes))
+	fmt.Fprintf(w, "size\t%s (stored %s)\n", size(v.Bytes), storedSize(v.StoredBytes))
 	fmt.Fprintf(w, "checkpoints\t%d\n", v.Checkpoints)
 	if v.Parent != nil {
 		fmt.Fprintf(w, "parent\t%s\n", *v.Parent)

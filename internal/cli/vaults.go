@@ -295,8 +295,10 @@ func (a *app) versionCmd() *cobra.Command {
 }
 
 func (a *app) gcCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "gc", Short: "Free content no vault, checkpoint or fork references", Args: cobra.NoArgs,
+	var dry bool
+	c := &cobra.Command{
+		Use: "gc [--dry-run]", Short: "Free content no vault, checkpoint, fork or file version references", Args: cobra.NoArgs,
+		Example: "  avfs gc --dry-run",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.connect(cmd.Context())
 			if err != nil {
@@ -306,6 +308,13 @@ func (a *app) gcCmd() *cobra.Command {
 			if !ok {
 				return messages.Errorf(messages.CodeNotImplemented, "gc runs on the machine that holds the store")
 			}
+			if dry {
+				st, err := lc.store.GCDryRun(cmd.Context())
+				if err != nil {
+					return &requestError{toErr(err)}
+				}
+				return a.emit(map[string]any{"would_free": st, "dry_run": true})
+			}
 			st, err := lc.store.GC(cmd.Context())
 			if err != nil {
 				return &requestError{toErr(err)}
@@ -313,4 +322,6 @@ func (a *app) gcCmd() *cobra.Command {
 			return a.emit(map[string]any{"freed": st})
 		},
 	}
+	c.Flags().BoolVar(&dry, "dry-run", false, "say what would be freed, free nothing")
+	return c
 }

@@ -39,12 +39,31 @@ var ops = []opSpec{
 	{messages.OpMv, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpCp, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpReadTree, typ[messages.ReadTreeArgs](), typ[messages.ReadTreeResult]()},
+	{messages.OpImportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
+	{messages.OpExportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
+	{messages.OpGrep, typ[messages.GrepArgs](), typ[messages.GrepResult]()},
+	{messages.OpFind, typ[messages.FindArgs](), typ[messages.FindResult]()},
+
+	{messages.OpSearch, typ[messages.SearchArgs](), typ[messages.SearchResult]()},
+	{messages.OpReindex, nil, typ[messages.ReindexResult]()},
+
+	{messages.OpLabel, typ[messages.LabelArgs](), typ[messages.LabelsResult]()},
+	{messages.OpLabelsGet, typ[messages.PathArgs](), typ[messages.LabelsResult]()},
 
 	{messages.OpCheckpointSave, typ[messages.CheckpointArgs](), typ[messages.CheckpointResult]()},
 	{messages.OpCheckpointList, nil, typ[messages.CheckpointListResult]()},
 	{messages.OpCheckpointRestore, typ[messages.CheckpointArgs](), typ[messages.RestoreResult]()},
 	{messages.OpCheckpointDelete, typ[messages.CheckpointArgs](), typ[messages.DeletedResult]()},
 	{messages.OpCheckpointDiff, typ[messages.DiffArgs](), typ[messages.DiffResult]()},
+
+	{messages.OpHistoryLog, typ[messages.HistoryLogArgs](), typ[messages.HistoryLogResult]()},
+	{messages.OpHistoryCat, typ[messages.HistoryVersionArgs](), typ[messages.HistoryCatResult]()},
+	{messages.OpHistoryCheckout, typ[messages.HistoryVersionArgs](), typ[messages.HistoryWriteResult]()},
+	{messages.OpHistoryRevert, typ[messages.HistoryVersionArgs](), typ[messages.HistoryWriteResult]()},
+	{messages.OpHistoryDiff, typ[messages.HistoryDiffArgs](), typ[messages.HistoryDiffResult]()},
+	{messages.OpHistoryPrune, typ[messages.HistoryPruneArgs](), typ[messages.HistoryPruneResult]()},
+	{messages.OpHistoryGet, nil, typ[messages.HistoryResult]()},
+	{messages.OpHistorySet, typ[messages.HistorySetArgs](), typ[messages.HistoryResult]()},
 
 	{messages.OpQuotaGet, nil, typ[messages.QuotaResult]()},
 	{messages.OpQuotaSet, typ[messages.QuotaSetArgs](), typ[messages.QuotaResult]()},
@@ -58,6 +77,9 @@ var ops = []opSpec{
 	{messages.OpPolicyCheck, typ[messages.PolicyCheckArgs](), typ[messages.PolicyCheckResult]()},
 
 	{messages.OpTransferOpen, nil, typ[messages.TransferOpenResult]()},
+
+	{messages.OpMountStart, typ[messages.MountArgs](), typ[messages.MountResult]()},
+	{messages.OpMountStop, typ[messages.MountArgs](), typ[messages.MountResult]()},
 }
 
 // scope says what the vault token of an op's subject names.

@@ -1,0 +1,488 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/avfs/avfs/vault"
+	"github.com/hanwen/go-fuse/v2/fs"
+)
+
+// Following the vault's change log. Whoever changes the vault (another
+// process on the same store, a worker's exec, a restore, an import that
+// replaces it) leaves its changes in the vault's change log
+// (vault.LogPos, vault.Log) in the same transaction. The mount polls the
+// log's position every Options.Poll; when someone else moved it, it reads
+// the events since, re-reads the listings of the cached directories they
+// name, updates its entries where they differ from the vault, and tells
+// the kernel to drop what it cached of those: names (NotifyEntry),
+// attributes and pages (NotifyContent). Open descriptors stay valid, and
+// the mount's own queued changes are committed first, so they are neither
+// lost nor undone.
+
+const (
+	// defaultPoll is how often the mount looks at the change log. One
+	// indexed row per poll; a change made elsewhere shows within it.
+	defaultPoll = 200 * time.Millisecond
+	// maxFollow is how many changed paths one catch-up re-reads the
+	// directories of; past that it re-reads every cached directory.
+	maxFollow = 1000
+	// logPage is how many events one read of the change log returns.
+	logPage = 1000
+)
+
+// follower is the mount's position in the vault's change log.
+type follower struct {
+	mu  sync.Mutex   // held across a catch-up: one at a time
+	pos vault.LogPos // what the caches reflect
+
+	ownMu sync.Mutex
+	own   map[int64]struct{} // change sequence numbers of the mount's own commits
+}
+
+// mine records that the mount committed change sequence number seq.
+func (f *follower) mine(seq int64) {
+	f.ownMu.Lock()
+	defer f.ownMu.Unlock()
+	if f.own == nil {
+		f.own = map[int64]struct{}{}
+	}
+	f.own[seq] = struct{}{}
+}
+
+// isMine reports whether seq is one of the mount's own commits.
+func (f *follower) isMine(seq int64) bool {
+	f.ownMu.Lock()
+	defer f.ownMu.Unlock()
+	_, ok := f.own[seq]
+	return ok
+}
+
+// forget drops the own sequence numbers up to seq, which a catch-up has
+// passed.
+func (f *follower) forget(seq int64) {
+	f.ownMu.Lock()
+	defer f.ownMu.Unlock()
+	for s := range f.own {
+		if s <= seq {
+			delete(f.own, s)
+		}
+	}
+}
+
+// follow polls the change log until stop is closed.
+func (m *Mount) follow(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if err := m.catchUp(m.ctx); err != nil && !errors.Is(err, vault.ErrVaultNotFound) && m.ctx.Err() == nil {
+			m.log.Warn("follow the vault's changes", keyErr, err)
+		}
+	}
+}
+
+// Refresh brings the mount up to date with the vault now, instead of at
+// the next poll: a caller that just changed the vault behind the mount's
+// back, or is about to run a command in it, calls it. It costs one query
+// when nothing changed. Unlike Invalidate it keeps open descriptors and
+// queued changes.
+func (m *Mount) Refresh(ctx context.Context) error { return m.catchUp(ctx) }
+
+// catchUp applies the changes other writers made since the last one.
+func (m *Mount) catchUp(ctx context.Context) error {
+	f := &m.fol
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pos, err := m.v.LogPos(ctx)
+	if err != nil {
+		return err
+	}
+	if pos.Vault == f.pos.Vault && pos.Seq == f.pos.Seq {
+		f.pos = pos
+		return nil
+	}
+	full, quota := pos.Vault != f.pos.Vault, false
+	var paths []string
+	for after := f.pos.Last; !full && after < pos.Last; {
+		es, err := m.v.Log(ctx, pos.Vault, after, logPage)
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			break
+		}
+		for _, e := range es {
+			after = e.ID
+			if e.ID > pos.Last || f.isMine(e.Seq) {
+				continue // after pos (the next catch-up's), or the mount's own
+			}
+			switch {
+			case e.Action == "quota.set":
+				quota = true
+			case !changesTree(e.Action):
+			case e.Path == "/":
+				full = true
+			default:
+				paths = append(paths, e.Path)
+				if e.To != "" {
+					paths = append(paths, e.To)
+				}
+			}
+		}
+		full = full || len(paths) > maxFollow
+	}
+	if full || quota {
+		if err := m.refreshQuota(ctx); err != nil {
+			return err
+		}
+	}
+	if full || len(paths) > 0 {
+		m.nsMu.Lock()
+		notes, err := m.reconcileHeld(ctx, paths, full)
+		m.nsMu.Unlock()
+		m.notify(notes)
+		if err != nil {
+			return err // the next catch-up tries these events again
+		}
+	}
+	f.forget(pos.Seq)
+	f.pos = pos
+	return nil
+}
+
+// changesTree reports whether an event of this action may have changed
+// the tree; unknown actions are assumed to.
+func changesTree(action string) bool {
+	switch action {
+	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set":
+		return false
+	}
+	return !strings.HasPrefix(action, "exec.") && !strings.HasPrefix(action, "approval.")
+}
+
+// kernelNote is something the kernel must forget once no lock is held.
+type kernelNote struct {
+	path string // the node, or with name the directory holding name
+	name string // drop the name's dentry
+	data bool   // drop the node's pages too, not only its attributes
+}
+
+// listing is a directory as the vault has it now; gone when the vault
+// no longer has that directory at its path.
+type listing struct {
+	self vault.Entry
+	list []vault.Entry
+	gone bool
+}
+
+// reconcileHeld re-reads the cached directories that paths lie in (every
+// cached directory if full) and brings the entries in line with the
+// vault. It returns what the kernel must forget. Caller holds m.nsMu
+// exclusively: no change through the mount runs meanwhile.
+func (m *Mount) reconcileHeld(ctx context.Context, paths []string, full bool) ([]kernelNote, error) {
+	if err := m.flushHeld(ctx); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var targets []*entry
+	if full {
+		targets = m.loadedDirsLocked()
+	} else {
+		for _, p := range paths {
+			if d := m.deepestLoadedLocked(p); d != nil {
+				targets = append(targets, d)
+			}
+		}
+	}
+	m.mu.Unlock()
+	got := map[*entry]*listing{}
+	err := m.v.View(ctx, func(tx *vault.Tx) error {
+		for len(targets) > 0 {
+			d := targets[len(targets)-1]
+			targets = targets[:len(targets)-1]
+			if got[d] != nil {
+				continue
+			}
+			m.mu.Lock()
+			p, ok := m.pathLocked(d)
+			parent := d.parent
+			m.mu.Unlock()
+			if !ok {
+				continue
+			}
+			self, err := tx.Stat(p)
+			if err == nil && self.Ino == d.ino && self.Kind == vault.KindDir {
+				list, err := tx.ReadDir(p)
+				if err != nil {
+					return err
+				}
+				got[d] = &listing{self: self, list: list}
+				continue
+			}
+			if err != nil && !errors.Is(err, vault.ErrNotFound) && !errors.Is(err, vault.ErrNotDir) {
+				return err
+			}
+			// Gone or replaced: its parent's listing says which.
+			got[d] = &listing{gone: true}
+			if parent != nil {
+				targets = append(targets, parent)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m.apply(got), nil
+}
+
+// loadedDirsLocked lists every directory whose listing is cached. Caller
+// holds m.mu.
+func (m *Mount) loadedDirsLocked() []*entry {
+	var out []*entry
+	var walk func(d *entry)
+	walk = func(d *entry) {
+		if d.children == nil {
+			return
+		}
+		out = append(out, d)
+		for _, c := range d.children {
+			if c.kind == vault.KindDir {
+				walk(c)
+			}
+		}
+	}
+	walk(m.root)
+	return out
+}
+
+// deepestLoadedLocked is the deepest cached directory on the way to the
+// directory that holds p: below it nothing is cached. Caller holds m.mu.
+func (m *Mount) deepestLoadedLocked(p string) *entry {
+	d := m.root
+	if d.children == nil {
+		return nil
+	}
+	comps, err := vault.CleanPath(p)
+	if err != nil || len(comps) == 0 {
+		return d
+	}
+	for _, name := range comps[:len(comps)-1] {
+		c := d.children[name]
+		if c == nil || c.kind != vault.KindDir || c.children == nil {
+			break
+		}
+		d = c
+	}
+	return d
+}
+
+// apply brings the entries of the directories in got in line with the
+// vault: first every new or moved name in every directory, then the
+// removals, so that an entry that moved between two of them is moved,
+// not dropped. The file data of the files involved is locked throughout,
+// as a commit would. Caller holds m.nsMu exclusively.
+func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
+	locked := m.lockData(got)
+	defer func() {
+		for d := range locked {
+			d.mu.Unlock()
+		}
+	}()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var notes []kernelNote
+	replaced := map[*entry][]*entry{}
+	for d, l := range got {
+		if l.gone || !m.currentLocked(d) || d.children == nil {
+			continue
+		}
+		dp, ok := m.pathLocked(d)
+		if !ok {
+			continue
+		}
+		if changed(d, l.self) {
+			d.refresh(l.self)
+			notes = append(notes, kernelNote{path: dp})
+		}
+		for _, v := range l.list {
+			c := d.children[v.Name]
+			if c != nil && c.ino == v.Ino {
+				notes = m.refreshLocked(c, v, childPath(dp, v.Name), locked, notes)
+				continue
+			}
+			n := m.metas[v.Ino]
+			switch {
+			case n == nil || n.unlinked:
+				n = newEntry(v)
+				m.metas[v.Ino] = n
+			default:
+				// Moved here from another directory.
+				if op := n.parent; op != nil && op.children != nil && op.children[n.name] == n {
+					delete(op.children, n.name)
+					if opp, ok := m.pathLocked(op); ok {
+						notes = append(notes, kernelNote{path: opp, name: n.name}, kernelNote{path: opp, data: true})
+					}
+				}
+				notes = m.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
+			}
+			if c != nil {
+				replaced[d] = append(replaced[d], c)
+			}
+			n.parent, n.name = d, v.Name
+			d.children[v.Name] = n
+			delete(d.negative, v.Name)
+			notes = append(notes, kernelNote{path: dp, name: v.Name}, kernelNote{path: dp, data: true})
+		}
+	}
+	for d, l := range got {
+		if l.gone || !m.currentLocked(d) || d.children == nil {
+			continue
+		}
+		dp, _ := m.pathLocked(d)
+		names := make(map[string]struct{}, len(l.list))
+		for _, v := range l.list {
+			names[v.Name] = struct{}{}
+		}
+		gone := replaced[d]
+		for name, c := range d.children {
+			if _, ok := names[name]; !ok {
+				delete(d.children, name)
+				gone = append(gone, c)
+				notes = append(notes, kernelNote{path: dp, name: name}, kernelNote{path: dp, data: true})
+			}
+		}
+		for _, c := range gone {
+			if c.parent == d && d.children[c.name] != c {
+				m.dropLocked(c, locked)
+			}
+		}
+	}
+	return notes
+}
+
+// lockData locks the file data of every file the listings in got may
+// touch: the cached children of those directories, and the entries the
+// listings name. The mount holds m.nsMu exclusively, so nobody else holds
+// two of them.
+func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
+	m.mu.Lock()
+	set := map[*fileData]struct{}{}
+	for d, l := range got {
+		for _, c := range d.children {
+			if c.data != nil {
+				set[c.data] = struct{}{}
+			}
+		}
+		for _, v := range l.list {
+			if c := m.metas[v.Ino]; c != nil && c.data != nil {
+				set[c.data] = struct{}{}
+			}
+		}
+	}
+	m.mu.Unlock()
+	for d := range set {
+		d.mu.Lock()
+	}
+	return set
+}
+
+// changed reports whether the vault's attributes of e differ from the
+// cached ones.
+func changed(e *entry, v vault.Entry) bool {
+	return e.stale || e.mode != uint32(v.Mode.Perm()) || e.size != v.Size || e.target != v.Target ||
+		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano()
+}
+
+// refreshLocked takes the vault's attributes of c at path p, unless the
+// mount has changes of its own buffered for it (they win when
+// committed). A file whose content changed loses its cached content and
+// pages, and an open one reads the new content. Caller holds m.mu and
+// the file data in locked.
+func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fileData]struct{}, notes []kernelNote) []kernelNote {
+	if !changed(c, v) || (c.data != nil && c.data.dirty) {
+		return notes
+	}
+	content := c.kind == vault.KindFile && (c.size != v.Size || c.mtime != v.Mtime.UnixNano() || c.ctime != v.Ctime.UnixNano())
+	c.refresh(v)
+	if !content {
+		return append(notes, kernelNote{path: p})
+	}
+	m.uncacheLocked(c)
+	c.dropCache = true
+	if d := c.data; d != nil {
+		if _, ok := locked[d]; ok && !d.dirty && !d.orphan {
+			d.size, d.base, d.vsize = v.Size, v.Size, v.Size
+			d.vmtime, d.vctime = c.mtime, c.ctime
+		}
+	}
+	return append(notes, kernelNote{path: p, data: true})
+}
+
+// dropLocked forgets c, which the vault no longer has, and everything
+// cached below it. An open file keeps its cached content, if any, for
+// its descriptors, as an unlink through the mount does. Caller holds m.mu
+// and the file data in locked.
+func (m *Mount) dropLocked(c *entry, locked map[*fileData]struct{}) {
+	if d := c.data; d != nil && d.opens > 0 {
+		if _, ok := locked[d]; ok && !d.orphan {
+			d.orphan, d.orphanData = true, m.cachedLocked(c)
+		}
+	}
+	for _, k := range c.children {
+		if k.parent == c {
+			m.dropLocked(k, locked)
+		}
+	}
+	m.removeLocked(c)
+}
+
+// notify sends notes to the kernel. No lock may be held: the kernel may
+// wait for a request in flight, which may wait for one.
+func (m *Mount) notify(notes []kernelNote) {
+	if len(notes) == 0 {
+		return
+	}
+	root := m.rootNode.EmbeddedInode()
+	seen := map[kernelNote]bool{}
+	for _, n := range notes {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		in := kernelNode(root, n.path)
+		switch {
+		case in == nil:
+		case n.name != "":
+			in.NotifyEntry(n.name)
+		case n.data:
+			in.NotifyContent(0, 0)
+		default:
+			in.NotifyContent(-1, 0)
+		}
+	}
+}
+
+// kernelNode is the kernel's node for vault path p, or nil if the kernel
+// holds none (then it has nothing cached to forget).
+func kernelNode(root *fs.Inode, p string) *fs.Inode {
+	in := root
+	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		if in = in.GetChild(name); in == nil {
+			return nil
+		}
+	}
+	return in
+}
