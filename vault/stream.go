@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 )
 
 // WriteFrom writes what r yields to the file at p, as WriteFile writes
@@ -38,6 +39,7 @@ func (t *Tx) WriteFrom(p string, r io.Reader, o WriteOptions) (WriteResult, erro
 	list := keep
 	size := base
 	buf := make([]byte, ChunkSize)
+	defer t.smallCache(p)()
 	for {
 		if err := t.ctx.Err(); err != nil {
 			return WriteResult{}, err
@@ -94,6 +96,7 @@ func (v *Vault) ReadTo(ctx context.Context, p string, w io.Writer) (Entry, error
 			return Entry{}, err
 		}
 		n := chain[len(chain)-1]
+		defer t.smallCache(p)()
 		buf := make([]byte, 16*ChunkSize)
 		for off := int64(0); off < n.size; {
 			k, err := t.readAt(n, off, buf)
@@ -107,4 +110,41 @@ func (v *Vault) ReadTo(ctx context.Context, p string, w io.Writer) (Entry, error
 		}
 		return n.entry(nameOf(comps), JoinPath(comps)), nil
 	})
+}
+
+// streamCacheKiB is a connection's page cache while it streams a
+// file's content in or out. The store's usual cache (32 MiB per
+// connection) fills with the content's overflow pages, which a stream
+// touches once: a 1 GiB write or read grew the process by the whole
+// cache. What a stream does reuse, the interior pages of the chunks
+// table and of its hash index, fits in far less; dirty pages beyond it
+// spill to the WAL, uncommitted, so a write stays one transaction.
+const streamCacheKiB = 2048
+
+// smallCache shrinks the transaction's connection's page cache to
+// streamCacheKiB and returns what restores it. A cache it cannot read
+// or set leaves the transaction as it is: the cache is about memory,
+// never about what is stored.
+func (t *Tx) smallCache(p string) func() {
+	var was int64
+	if err := t.row(`PRAGMA cache_size`).Scan(&was); err != nil {
+		return func() {}
+	}
+	if _, err := t.execText(fmt.Sprintf(`PRAGMA cache_size=-%d`, streamCacheKiB)); err != nil {
+		return func() {}
+	}
+	return func() {
+		// Not t.ctx: a cancelled request must not leave the connection
+		// with the small cache.
+		ctx, q := context.WithoutCancel(t.ctx), fmt.Sprintf(`PRAGMA cache_size=%d`, was)
+		var err error
+		if t.conn != nil {
+			_, err = t.conn.ExecContext(ctx, q)
+		} else {
+			_, err = t.tx.ExecContext(ctx, q)
+		}
+		if err != nil {
+			slog.Warn("restore the page cache size after a stream", "path", p, "err", err)
+		}
+	}
 }

@@ -71,3 +71,56 @@ func TestWriteFromQuota(t *testing.T) {
 		t.Fatalf("refused file exists: %v", err)
 	}
 }
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+// A stream runs with a small page cache (the content's pages would
+// otherwise fill the whole cache) and leaves the writer connection with
+// its own, after a write as after a refused one.
+func TestWriteFromPageCache(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	one := int64(1)
+	v := newVault(t, s, "c", Quota{MaxFileSizeMB: &one})
+	cacheSize := func() int64 {
+		n, _, err := write(ctx, s, v.namespace, v.name, Meta{}, "test", false, func(tx *Tx) (n int64, err error) {
+			return n, tx.row(`PRAGMA cache_size`).Scan(&n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	usual := cacheSize()
+	for _, size := range []int{ChunkSize + 1, 2 << 20} {
+		var during int64
+		_, _, err := write(ctx, s, v.namespace, v.name, Meta{}, "file.write", true, func(tx *Tx) (WriteResult, error) {
+			data := make([]byte, size)
+			return tx.WriteFrom("/f", readFunc(func(p []byte) (int, error) {
+				if during == 0 {
+					if err := tx.row(`PRAGMA cache_size`).Scan(&during); err != nil {
+						return 0, err
+					}
+				}
+				n := copy(p, data)
+				data = data[n:]
+				if n == 0 {
+					return 0, io.EOF
+				}
+				return n, nil
+			}), WriteOptions{})
+		})
+		var qe *QuotaError
+		if refused := errors.As(err, &qe); refused != (size > 1<<20) || (!refused && err != nil) {
+			t.Fatalf("write of %d bytes: %v", size, err)
+		}
+		if during != -streamCacheKiB {
+			t.Errorf("write of %d bytes ran with cache_size %d, want %d", size, during, -streamCacheKiB)
+		}
+		if got := cacheSize(); got != usual {
+			t.Errorf("after a write of %d bytes: cache_size %d, want %d", size, got, usual)
+		}
+	}
+}
