@@ -3,6 +3,7 @@ module github.com/avfs/avfs
 go 1.26.8
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/go-viper/mapstructure/v2 v2.5.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -41,6 +41,12 @@ const (
 	OpApprovalDeny  Op = "approval.deny"
 	OpApprovalShow  Op = "approval.show"
 	OpPolicyCheck   Op = "policy.check"
+
+	OpRunStart  Op = "run.start"
+	OpRunStatus Op = "run.status"
+	OpRunLogs   Op = "run.logs"
+	OpRunKill   Op = "run.kill"
+	OpRunList   Op = "run.list"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the
@@ -48,7 +54,8 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck:
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck,
+		OpRunStatus, OpRunLogs, OpRunList:
 		return false
 	}
 	return true

@@ -273,6 +273,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	if a.Stdin != nil {
 		spec.Stdin = strings.NewReader(string(a.Stdin))
 	}
+	if fn := outputFrom(ctx); fn != nil {
+		spec.Stdout, spec.Stderr = streamWriter{fn, messages.StreamStdout}, streamWriter{fn, messages.StreamStderr}
+	}
 	ectx, span := r.tracer.Start(ctx, "exec")
 	r.m.running.Add(ctx, 1)
 	res, runErr := exec.Run(ectx, spec)

@@ -476,7 +476,11 @@ func (s *Server) process(msg delivery) {
 	if p, e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
-		rep = s.handle(handler.WithAttempt(ctx, attempt), req)
+		hctx := handler.WithAttempt(ctx, attempt)
+		if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
+			hctx = WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
+		}
+		rep = s.handle(hctx, req)
 		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)
