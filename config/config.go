@@ -59,6 +59,9 @@ type Exec struct {
 	Grace     time.Duration `mapstructure:"grace"`
 	MaxOutput int           `mapstructure:"max_output"`
 	EnvAllow  []string      `mapstructure:"env_allow"`
+	// MaxRuns is how many background runs (exec --detach) a vault may
+	// have going at once.
+	MaxRuns int `mapstructure:"max_runs"`
 }
 
 // Telemetry configures tracing. The standard OTEL_* environment variables
@@ -107,6 +110,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("exec.grace", 5*time.Second)
 	v.SetDefault("exec.max_output", 1<<20)
 	v.SetDefault("exec.env_allow", []string{})
+	v.SetDefault("exec.max_runs", 4)
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)

@@ -53,6 +53,9 @@ type RunInfo struct {
 	// Envelope is the run's ExecutionEnvelope once it is done; its
 	// request_id is the run id.
 	Envelope *Envelope `json:"envelope"`
+	// Error says why a run that is done has no envelope: the command
+	// could not be run at all (its cwd is missing, the vault was deleted).
+	Error *Error `json:"error,omitempty"`
 }
 
 // RunResult: run.start, run.status, run.kill.

@@ -39,6 +39,10 @@ type Config struct {
 	// Meter records exec outcomes, durations and running commands; nil
 	// means none.
 	Meter metric.MeterProvider
+	// RunsDir keeps the records and logs of background runs (runs.go);
+	// "" serves no run.* ops.
+	RunsDir string
+	MaxRuns int // concurrent background runs per vault; default DefaultMaxRuns
 }
 
 // Runner runs commands in vaults.
@@ -51,6 +55,7 @@ type Runner struct {
 	tracer trace.Tracer
 	m      execMetrics
 	now    func() time.Time
+	runs   *runs // nil without Config.RunsDir
 }
 
 // NewRunner returns a Runner. mounts may be shared with other runners of
@@ -77,8 +82,12 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now,
+	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now,
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
+	if cfg.RunsDir != "" {
+		r.runs = newRuns(r, cfg.RunsDir, cfg.MaxRuns)
+	}
+	return r
 }
 
 // Register plugs exec, approvals and policy checks into h, and keeps
@@ -98,6 +107,9 @@ func (r *Runner) Register(h *handler.Handler) {
 	handler.Register(h, messages.OpApprovalShow, r.approvalShow)
 	handler.Register(h, messages.OpApprovalGrant, r.approvalGrant)
 	handler.Register(h, messages.OpApprovalDeny, r.approvalDeny)
+	if r.runs != nil {
+		r.runs.register(h)
+	}
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
 			r.mounts.Release(ns, name)

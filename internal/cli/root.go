@@ -172,7 +172,7 @@ func (a *app) rootCmd() *cobra.Command {
 	for _, c := range a.fileCmds() {
 		root.AddCommand(c)
 	}
-	root.AddCommand(a.demoCmd(), a.execCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
+	root.AddCommand(a.demoCmd(), a.execCmd(), a.runCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
 	return root
 }
