@@ -21,6 +21,7 @@ type fixture struct {
 	t  testing.TB
 	h  *handler.Handler
 	st *vault.Store
+	r  *Runner
 	n  int
 }
 
@@ -36,14 +37,16 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	}
 	h := handler.New(st, handler.Options{})
 	mounts := NewMounts(filepath.Join(home, "mnt"), nil)
-	NewRunner(st, policy.Default(), mounts, cfg, nil).Register(h)
+	r := NewRunner(st, policy.Default(), mounts, cfg, nil)
+	r.Register(h)
 	t.Cleanup(func() {
+		r.Close()
 		if err := mounts.Close(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
 		st.Close()
 	})
-	return &fixture{t: t, h: h, st: st}
+	return &fixture{t: t, h: h, st: st, r: r}
 }
 
 // do sends one request and decodes its result into out; it fails the test

@@ -1,0 +1,59 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/avfs/avfs/messages"
+)
+
+func TestRunLimitIdsAndLostRuns(t *testing.T) {
+	f := newFixture(t, Config{RunsDir: t.TempDir(), MaxRuns: 1})
+	f.do(messages.OpVaultCreate, "a", nil, nil)
+	f.do(messages.OpVaultCreate, "b", nil, nil)
+	long := messages.ExecArgs{Argv: []string{"sleep", "30"}}
+	// Sent twice with one request id, run.start starts one run.
+	start := func(vaultName, id string) (messages.RunInfo, *messages.Error) {
+		b, _ := json.Marshal(long)
+		rep := f.h.Handle(context.Background(), messages.Request{Op: messages.OpRunStart, Namespace: "default", Vault: vaultName, RequestID: id, Args: b})
+		var r messages.RunResult
+		if rep.Error == nil {
+			json.Unmarshal(rep.Result, &r)
+		}
+		return r.Run, rep.Error
+	}
+	first, err := start("a", "r1")
+	if err != nil || first.State != messages.RunRunning {
+		t.Fatalf("start: %+v %v", first, err)
+	}
+	if again, err := start("a", "r1"); err != nil || again.ID != first.ID {
+		t.Fatalf("retried start: %+v %v, want run %s", again, err, first.ID)
+	}
+	if _, err := start("a", "r2"); err == nil || err.Code != messages.CodeQuotaExceeded || err.Details["max"] != 1 {
+		t.Fatalf("second run in a: %v, want QUOTA_EXCEEDED max 1", err)
+	}
+	if other, err := start("b", "r3"); err != nil {
+		t.Fatalf("run in b: %v (the limit is per vault)", err)
+	} else {
+		f.do(messages.OpRunKill, "b", messages.RunArgs{ID: other.ID}, nil)
+	}
+	f.do(messages.OpRunStatus, "a", messages.RunArgs{ID: "run-nope"}, nil, messages.CodeInvalidArgument)
+	f.do(messages.OpRunStatus, "a", messages.RunArgs{ID: "run-000000000000"}, nil, messages.CodeNotFound)
+	f.do(messages.OpRunStatus, "b", messages.RunArgs{ID: first.ID}, nil, messages.CodeNotFound)
+
+	// Another process reading the same records sees the run it does not
+	// run as lost, not as running forever.
+	other := newRuns(f.r, f.r.runs.dir, 1)
+	if info, err := other.record("default", "a", first.ID); err != nil || info.State != messages.RunLost || info.Envelope != nil {
+		t.Fatalf("record read elsewhere: %+v %v, want lost", info, err)
+	}
+	var killed messages.RunResult
+	f.do(messages.OpRunKill, "a", messages.RunArgs{ID: first.ID}, &killed)
+	if e := killed.Run.Envelope; killed.Run.State != messages.RunDone || e == nil || e.Status != messages.StatusCanceled || e.Signal == nil {
+		t.Fatalf("killed: %+v", killed.Run)
+	}
+	if _, err := start("a", "r4"); err != nil {
+		t.Fatalf("start after the kill: %v", err)
+	}
+}
