@@ -153,7 +153,9 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 		rep.Error = ToError(err)
 		return rep
 	}
-	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec {
+	// An exec tells the mounts itself; starting or killing a run changes
+	// no file by itself.
+	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec && req.Op != messages.OpRunStart && req.Op != messages.OpRunKill {
 		h.Changed(req.Op, req.Namespace, req.Vault)
 	}
 	b, err := json.Marshal(res)

@@ -31,10 +31,25 @@ type Mounts struct {
 type activeMount struct {
 	mnt *mount.Mount
 	// run serialises commands in one vault: requests to a vault apply in
-	// order, one at a time. flock extends that to other processes.
-	run  sync.Mutex
+	// order, one at a time, and background runs take turns. Holding its
+	// one token is holding the lock; a channel, so that a run killed
+	// while it waits for its turn stops waiting. flock extends that to
+	// other processes.
+	run  chan struct{}
 	lock *os.File
 }
+
+// lockRun takes am's run lock, or gives up when ctx ends.
+func (am *activeMount) lockRun(ctx context.Context) error {
+	select {
+	case am.run <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (am *activeMount) unlockRun() { <-am.run }
 
 // NewMounts returns a mount manager rooted at root.
 func NewMounts(root string, log *slog.Logger) *Mounts {
@@ -58,14 +73,16 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 		ms.m[key(v.Namespace(), v.Name())] = am
 	}
 	ms.mu.Unlock()
-	am.run.Lock()
+	if err := am.lockRun(ctx); err != nil {
+		return nil, nil, err
+	}
 	if err := unix.Flock(int(am.lock.Fd()), unix.LOCK_EX); err != nil {
-		am.run.Unlock()
+		am.unlockRun()
 		return nil, nil, fmt.Errorf("lock vault %s: %w", v.Name(), err)
 	}
 	return am, func() {
 		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
-		am.run.Unlock()
+		am.unlockRun()
 	}, nil
 }
 
@@ -99,7 +116,7 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 		lock.Close()
 		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)
 	}
-	return &activeMount{mnt: m, lock: lock}, nil
+	return &activeMount{mnt: m, lock: lock, run: make(chan struct{}, 1)}, nil
 }
 
 // Invalidate tells the mount of ns/name, if any, that the vault changed
@@ -122,8 +139,8 @@ func (ms *Mounts) Release(ns, name string) error {
 	if am == nil {
 		return nil
 	}
-	am.run.Lock()
-	defer am.run.Unlock()
+	am.lockRun(context.Background())
+	defer am.unlockRun()
 	defer am.lock.Close()
 	return ms.close(am)
 }
@@ -151,10 +168,10 @@ func (ms *Mounts) Close() error {
 	ms.mu.Unlock()
 	var errs []error
 	for _, am := range all {
-		am.run.Lock()
+		am.lockRun(context.Background())
 		errs = append(errs, ms.close(am))
 		am.lock.Close()
-		am.run.Unlock()
+		am.unlockRun()
 	}
 	return errors.Join(errs...)
 }

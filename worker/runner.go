@@ -112,6 +112,9 @@ func (r *Runner) Register(h *handler.Handler) {
 	}
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
+			if r.runs != nil {
+				r.runs.stopVault(ns, name) // they hold the mount Release waits for
+			}
 			r.mounts.Release(ns, name)
 			return
 		}

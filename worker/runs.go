@@ -183,6 +183,11 @@ func (rs *runs) finish(x *run, env messages.Envelope, err error) {
 	info.State = messages.RunDone
 	end := rs.r.now().UTC().Format(time.RFC3339Nano)
 	info.FinishedAt = &end
+	if err != nil && errors.Is(err, context.Canceled) && env.Status == "" {
+		// Killed while it waited for its turn in the vault: it never
+		// started, which its envelope says as a canceled run does.
+		env.Status, err = messages.StatusCanceled, nil
+	}
 	if env.Status != "" {
 		info.Envelope = &env
 	}
@@ -268,6 +273,22 @@ func (rs *runs) kill(ctx context.Context, req messages.Request, a messages.RunAr
 	}
 	info, err := rs.status(req, a.ID)
 	return messages.RunResult{Run: info}, err
+}
+
+// stopVault kills the live runs of ns/vault and waits until they ended.
+func (rs *runs) stopVault(ns, vault string) {
+	rs.mu.Lock()
+	var stopping []*run
+	for _, x := range rs.live {
+		if x.info.Namespace == ns && x.info.Vault == vault {
+			x.cancel()
+			stopping = append(stopping, x)
+		}
+	}
+	rs.mu.Unlock()
+	for _, x := range stopping {
+		<-x.done
+	}
 }
 
 func (rs *runs) list(ctx context.Context, req messages.Request, _ struct{}) (any, error) {

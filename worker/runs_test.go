@@ -4,15 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/avfs/avfs/messages"
 )
 
 func TestRunLimitIdsAndLostRuns(t *testing.T) {
-	f := newFixture(t, Config{RunsDir: t.TempDir(), MaxRuns: 1})
+	f := newFixture(t, Config{RunsDir: t.TempDir(), MaxRuns: 2})
 	f.do(messages.OpVaultCreate, "a", nil, nil)
 	f.do(messages.OpVaultCreate, "b", nil, nil)
-	long := messages.ExecArgs{Argv: []string{"sleep", "30"}}
+	long := messages.ExecArgs{Shell: "echo started; sleep 30"}
 	// Sent twice with one request id, run.start starts one run.
 	start := func(vaultName, id string) (messages.RunInfo, *messages.Error) {
 		b, _ := json.Marshal(long)
@@ -30,10 +31,31 @@ func TestRunLimitIdsAndLostRuns(t *testing.T) {
 	if again, err := start("a", "r1"); err != nil || again.ID != first.ID {
 		t.Fatalf("retried start: %+v %v, want run %s", again, err, first.ID)
 	}
-	if _, err := start("a", "r2"); err == nil || err.Code != messages.CodeQuotaExceeded || err.Details["max"] != 1 {
-		t.Fatalf("second run in a: %v, want QUOTA_EXCEEDED max 1", err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var l messages.RunLogsResult
+		f.do(messages.OpRunLogs, "a", messages.RunLogsArgs{ID: first.ID}, &l)
+		if len(l.Chunks) > 0 && string(l.Chunks[0].Data) == "started\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run never started: %+v", l)
+		}
 	}
-	if other, err := start("b", "r3"); err != nil {
+	// The second run of a vault waits for its turn (commands in a vault
+	// run one at a time); killed while it waits, it never starts.
+	queued, err := start("a", "r2")
+	if err != nil {
+		t.Fatalf("second run in a: %v", err)
+	}
+	if _, err := start("a", "r3"); err == nil || err.Code != messages.CodeQuotaExceeded || err.Details["max"] != 2 {
+		t.Fatalf("third run in a: %v, want QUOTA_EXCEEDED max 2", err)
+	}
+	var dropped messages.RunResult
+	f.do(messages.OpRunKill, "a", messages.RunArgs{ID: queued.ID}, &dropped)
+	if e := dropped.Run.Envelope; e == nil || e.Status != messages.StatusCanceled || e.ExitCode != nil || e.Signal != nil {
+		t.Fatalf("queued run killed: %+v", dropped.Run)
+	}
+	if other, err := start("b", "r5"); err != nil {
 		t.Fatalf("run in b: %v (the limit is per vault)", err)
 	} else {
 		f.do(messages.OpRunKill, "b", messages.RunArgs{ID: other.ID}, nil)
