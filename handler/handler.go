@@ -34,6 +34,20 @@ type Handler struct {
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
+	onStop   []func()
+}
+
+// OnStop registers fn to run when the process serving h stops taking
+// work (Stop): layers that run work of their own in the background (the
+// worker's background runs) end it there, before the process hands its
+// vaults on. Register hooks before serving.
+func (h *Handler) OnStop(fn func()) { h.onStop = append(h.onStop, fn) }
+
+// Stop runs the OnStop hooks, in order; each returns once its work ended.
+func (h *Handler) Stop() {
+	for _, fn := range h.onStop {
+		fn()
+	}
 }
 
 // OnChange registers fn to run after every successful mutating request on

@@ -67,6 +67,7 @@ type runs struct {
 
 	mu   sync.Mutex // guards live and the records on disk
 	live map[string]*run
+	h    *handler.Handler // told when a run ended: it changed the vault
 }
 
 // run is a run this process is running.
@@ -92,6 +93,8 @@ func (rs *runs) close() {
 }
 
 func (rs *runs) register(h *handler.Handler) {
+	rs.h = h
+	h.OnStop(rs.close)
 	handler.Register(h, messages.OpRunStart, rs.start)
 	handler.Register(h, messages.OpRunStatus, func(ctx context.Context, req messages.Request, a messages.RunArgs) (any, error) {
 		info, err := rs.status(req, a.ID)
@@ -177,6 +180,9 @@ func (rs *runs) start(ctx context.Context, req messages.Request, a messages.Exec
 // command from running.
 func (rs *runs) finish(x *run, env messages.Envelope, err error) {
 	x.log.close()
+	if env.Changes != nil && rs.h != nil {
+		rs.h.Changed(messages.OpExec, x.info.Namespace, x.info.Vault)
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	info := x.snapshot()

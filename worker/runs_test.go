@@ -75,7 +75,15 @@ func TestRunLimitIdsAndLostRuns(t *testing.T) {
 	if e := killed.Run.Envelope; killed.Run.State != messages.RunDone || e == nil || e.Status != messages.StatusCanceled || e.Signal == nil {
 		t.Fatalf("killed: %+v", killed.Run)
 	}
-	if _, err := start("a", "r4"); err != nil {
+	last, err := start("a", "r4")
+	if err != nil {
 		t.Fatalf("start after the kill: %v", err)
+	}
+	// A process that stops ends its runs, and they record their end.
+	f.h.Stop()
+	var st messages.RunResult
+	f.do(messages.OpRunStatus, "a", messages.RunArgs{ID: last.ID}, &st)
+	if e := st.Run.Envelope; st.Run.State != messages.RunDone || e == nil || e.Status != messages.StatusCanceled {
+		t.Fatalf("run after Stop: %+v", st.Run)
 	}
 }

@@ -114,6 +114,13 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.pr = newPeers(s)
+	// A background run changes its vault after its request was answered;
+	// it reports the change when it ends.
+	s.h.OnChange(func(op messages.Op, ns, vault string) {
+		if op == messages.OpExec {
+			s.ho.markDirty(vkey{ns, vault})
+		}
+	})
 	return s
 }
 
@@ -209,6 +216,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			close(s.stop)
 			s.wg.Wait()
+			s.h.Stop() // end the background runs, so drain pushes their changes
 			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
