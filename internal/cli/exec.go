@@ -144,11 +144,7 @@ func commandArgs(e messages.Envelope) string {
 	if e.Shell != nil {
 		return "--shell " + shellQuote(*e.Shell)
 	}
-	words := []string{"--"}
-	for _, w := range e.Command {
-		words = append(words, shellQuote(w))
-	}
-	return strings.Join(words, " ")
+	return "-- " + runCommand(messages.RunInfo{Command: e.Command})
 }
 
 // shellQuote quotes w for sh when it holds anything but plain characters.

@@ -166,7 +166,9 @@ func (a *app) runWaitCmd() *cobra.Command {
 				defer cancel()
 			}
 			info, err := client.WaitRun(ctx, c, a.cfg.Namespace, v, args[0], 0)
-			if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
+			// The deadline can end a status request midway, which the
+			// client reports as UNAVAILABLE: the timeout is the cause.
+			if err != nil && ctx.Err() != nil && cmd.Context().Err() == nil {
 				return &requestError{messages.Errorf(messages.CodeTimeout, "run %s still running after %s: wait again, or stop it with avfs run kill %s", args[0], timeout, args[0])}
 			}
 			var me *messages.Error
@@ -232,10 +234,15 @@ func printRun(w io.Writer, r messages.RunInfo) {
 	}
 }
 
-// runCommand is a run's command as it reads in a table.
+// runCommand is a run's command as it reads in a table: the shell
+// string, or argv quoted for sh.
 func runCommand(r messages.RunInfo) string {
 	if r.Shell != nil {
 		return *r.Shell
 	}
-	return strings.Join(r.Command, " ")
+	words := make([]string, len(r.Command))
+	for i, w := range r.Command {
+		words[i] = shellQuote(w)
+	}
+	return strings.Join(words, " ")
 }
