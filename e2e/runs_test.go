@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
+	"github.com/avfs/avfs/internal/cli"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -234,4 +237,62 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestExecStreamsToATerminalThroughTheFleet: a person running avfs exec
+// against a fleet, in a real terminal, sees the first line while the
+// command still runs, then the summary.
+func TestExecStreamsToATerminalThroughTheFleet(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	if out, code := f.avfsCLI("vault", "create", "v"); code != 0 {
+		t.Fatalf("create: %s", out)
+	}
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			mu.Lock()
+			screen.Write(bytes.ReplaceAll(buf[:n], []byte("\r\n"), []byte("\n")))
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { tty.Close(); master.Close(); <-read })
+	shown := func() string { mu.Lock(); defer mu.Unlock(); return screen.String() }
+	waitFor := func(s string) string {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(shown(), s); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the terminal never showed %q:\n%s", s, shown())
+			}
+		}
+		return shown()
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	code := make(chan int, 1)
+	go func() {
+		code <- cli.Main(context.Background(), []string{"exec", "--nats", f.url, "--vault", "v", "--",
+			"sh", "-c", "echo a; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo b"}, strings.NewReader(""), tty, tty, cli.Options{})
+	}()
+	if s := waitFor("a\n"); strings.Contains(s, "b\n") {
+		t.Fatalf("b shown before the command printed it:\n%s", s)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := waitFor("avfs: completed, exit 0")
+	if c := <-code; c != 0 || !strings.HasPrefix(s, "a\nb\navfs: completed, exit 0, ") {
+		t.Fatalf("exit %d, terminal:\n%s", c, s)
+	}
 }
