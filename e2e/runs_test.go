@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/avfs/avfs/internal/cli"
+	"github.com/avfs/avfs/internal/terminal"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -99,7 +98,6 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	run := start("echo tick 1; while [ ! -e " + gate + " ]; do sleep 0.05; done; for i in 2 3 4; do echo tick $i; echo oops $i >&2; done")
 
 	var stdout, stderr bytes.Buffer
-	var cursors []int64
 	read := func(id string, since int64) messages.RunLogsResult {
 		t.Helper()
 		l, err := c.RunLogs(ctx, "default", "v", id, since)
@@ -127,7 +125,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cursors = append(cursors, since)
+	first := since
 	if st, err := c.RunStatus(ctx, "default", "v", run.ID); err != nil || st.State != messages.RunRunning {
 		t.Fatalf("status while it waits: %+v %v", st, err)
 	}
@@ -162,7 +160,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	}
 	// A cursor stays valid: reading again from the first one gives the
 	// same rest of the log.
-	again := read(run.ID, cursors[0])
+	again := read(run.ID, first)
 	var rest bytes.Buffer
 	for _, ch := range again.Chunks {
 		if ch.Stream == messages.StreamStdout {
@@ -170,7 +168,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 		}
 	}
 	if "tick 1\n"+rest.String() != env.Stdout {
-		t.Fatalf("log from cursor %d: %q", cursors[0], rest.String())
+		t.Fatalf("log from cursor %d: %q", first, rest.String())
 	}
 	// A fresh CLI still finds the run and its envelope.
 	out, code = f.avfsCLI("run", "status", "--vault", "v", run.ID)
@@ -248,50 +246,20 @@ func TestExecStreamsToATerminalThroughTheFleet(t *testing.T) {
 	if out, code := f.avfsCLI("vault", "create", "v"); code != 0 {
 		t.Fatalf("create: %s", out)
 	}
-	master, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var screen bytes.Buffer
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			mu.Lock()
-			screen.Write(bytes.ReplaceAll(buf[:n], []byte("\r\n"), []byte("\n")))
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() { tty.Close(); master.Close(); <-read })
-	shown := func() string { mu.Lock(); defer mu.Unlock(); return screen.String() }
-	waitFor := func(s string) string {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(shown(), s); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the terminal never showed %q:\n%s", s, shown())
-			}
-		}
-		return shown()
-	}
+	term := terminal.Open(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	code := make(chan int, 1)
 	go func() {
 		code <- cli.Main(context.Background(), []string{"exec", "--nats", f.url, "--vault", "v", "--",
-			"sh", "-c", "echo a; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo b"}, strings.NewReader(""), tty, tty, cli.Options{})
+			"sh", "-c", "echo a; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo b"}, strings.NewReader(""), term.TTY, term.TTY, cli.Options{})
 	}()
-	if s := waitFor("a\n"); strings.Contains(s, "b\n") {
+	if s := term.WaitFor("(?m)^a\n"); strings.Contains(s, "b\n") {
 		t.Fatalf("b shown before the command printed it:\n%s", s)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := waitFor("avfs: completed, exit 0")
+	s := term.WaitFor("avfs: completed, exit 0")
 	if c := <-code; c != 0 || !strings.HasPrefix(s, "a\nb\navfs: completed, exit 0, ") {
 		t.Fatalf("exit %d, terminal:\n%s", c, s)
 	}
