@@ -32,6 +32,7 @@ demo: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	./scripts/importrules.sh
 
 # Regenerates docs/schema and the op table of docs/protocol.md from the
 # Go types; a test fails when they are stale.

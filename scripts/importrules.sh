@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# importrules: the layering rules of docs/decisions.md, checked with go list.
+# Each line: a package and the packages of ours it may depend on (directly
+# or not). A leaf lists none. Run by `make lint`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=$(go list -m)
+rules=(
+  "vault:"
+  "messages:"
+  "policy:"
+  "exec:"
+  "config:"
+  "mount:vault"
+)
+fail=0
+for rule in "${rules[@]}"; do
+  pkg=${rule%%:*}
+  allowed=" ${rule#*:} "
+  allowed=${allowed//,/ }
+  for dep in $(go list -deps "./$pkg" | grep "^$mod/" | sed "s|^$mod/||"); do
+    [ "$dep" = "$pkg" ] && continue
+    case "$allowed" in
+      *" $dep "*) ;;
+      *) echo "importrules: $pkg must not depend on $dep"; fail=1 ;;
+    esac
+  done
+done
+exit $fail
