@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,7 @@ const (
 	runLogMax      = 1 << 30 // bytes of log kept per run; the envelope keeps head and tail
 	runLogPage     = 1 << 20 // default and largest run.logs answer, in log bytes
 	runKillWait    = 30 * time.Second
-	runListMax     = 100
+	runListMax     = 100 // runs listed, and ended runs kept, per vault
 )
 
 var runIDPattern = regexp.MustCompile(`^run-[0-9a-f]{12}$`)
@@ -142,6 +143,7 @@ func (rs *runs) start(ctx context.Context, req messages.Request, a messages.Exec
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("runs directory: %w", err)
 	}
+	rs.prune(dir)
 	f, err := os.OpenFile(filepath.Join(dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("run log: %w", err)
@@ -174,6 +176,33 @@ func (rs *runs) start(ctx context.Context, req messages.Request, a messages.Exec
 		rs.finish(x, env, err)
 	}()
 	return messages.RunResult{Run: x.snapshot()}, nil
+}
+
+// prune removes the oldest ended runs of a vault directory beyond the
+// runListMax most recent, so that records and logs do not pile up. Call
+// it with runs.mu held.
+func (rs *runs) prune(dir string) {
+	paths, err := filepath.Glob(filepath.Join(dir, "run-*.json"))
+	if err != nil || len(paths) < runListMax {
+		return
+	}
+	type rec struct {
+		id  string
+		mod time.Time
+	}
+	var recs []rec
+	for _, p := range paths {
+		id := strings.TrimSuffix(filepath.Base(p), ".json")
+		if st, err := os.Stat(p); err == nil && rs.live[id] == nil {
+			recs = append(recs, rec{id, st.ModTime()})
+		}
+	}
+	slices.SortFunc(recs, func(a, b rec) int { return a.mod.Compare(b.mod) })
+	// Room for the run about to start.
+	for _, r := range recs[:min(len(recs), len(paths)-runListMax+1)] {
+		os.Remove(filepath.Join(dir, r.id+".log"))
+		os.Remove(filepath.Join(dir, r.id+".json"))
+	}
 }
 
 // finish records a run's end: its envelope, or the error that kept the
@@ -306,7 +335,7 @@ func (rs *runs) list(ctx context.Context, req messages.Request, _ struct{}) (any
 	}
 	out := messages.RunListResult{Runs: []messages.RunInfo{}}
 	for _, p := range paths {
-		if info, err := rs.lookup(req, filepath.Base(p[:len(p)-len(".json")])); err == nil {
+		if info, err := rs.lookup(req, strings.TrimSuffix(filepath.Base(p), ".json")); err == nil {
 			out.Runs = append(out.Runs, info)
 		}
 	}

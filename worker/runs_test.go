@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -85,5 +88,39 @@ func TestRunLimitIdsAndLostRuns(t *testing.T) {
 	f.do(messages.OpRunStatus, "a", messages.RunArgs{ID: last.ID}, &st)
 	if e := st.Run.Envelope; st.Run.State != messages.RunDone || e == nil || e.Status != messages.StatusCanceled {
 		t.Fatalf("run after Stop: %+v", st.Run)
+	}
+}
+
+func TestRunRecordsArePrunedOldestFirst(t *testing.T) {
+	dir := t.TempDir()
+	rs := newRuns(nil, dir, 1)
+	base := time.Now().Add(-time.Hour)
+	id := func(i int) string { return fmt.Sprintf("run-%012x", i) }
+	for i := range runListMax + 5 {
+		for _, ext := range []string{".json", ".log"} {
+			p := filepath.Join(dir, id(i)+ext)
+			if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Chtimes(p, base.Add(time.Duration(i)*time.Second), base.Add(time.Duration(i)*time.Second))
+		}
+	}
+	rs.live[id(0)] = &run{} // a live run is never pruned, however old
+	rs.prune(dir)
+	left, _ := filepath.Glob(filepath.Join(dir, "run-*.json"))
+	logs, _ := filepath.Glob(filepath.Join(dir, "run-*.log"))
+	if len(left) != runListMax-1 || len(logs) != runListMax-1 {
+		t.Fatalf("%d records and %d logs left, want %d (room for the next run)", len(left), len(logs), runListMax-1)
+	}
+	for i := 1; i <= 6; i++ { // 105 records, 1 live: the 6 oldest ended ones go
+		if _, err := os.Stat(filepath.Join(dir, id(i)+".json")); err == nil {
+			t.Fatalf("old ended run %s kept", id(i))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, id(0)+".json")); err != nil {
+		t.Fatalf("live run pruned: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, id(7)+".json")); err != nil {
+		t.Fatalf("a recent run pruned: %v", err)
 	}
 }
