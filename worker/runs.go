@@ -88,8 +88,11 @@ func newRuns(r *Runner, dir string, max int) *runs {
 }
 
 // close cancels every run and waits until each has recorded its end.
+// Under mu, so that no run starts once it began (see start).
 func (rs *runs) close() {
+	rs.mu.Lock()
 	rs.cancel()
+	rs.mu.Unlock()
 	rs.wg.Wait()
 }
 
@@ -127,6 +130,9 @@ func (rs *runs) start(ctx context.Context, req messages.Request, a messages.Exec
 	defer rs.mu.Unlock()
 	if info, err := rs.lookup(req, id); err == nil {
 		return messages.RunResult{Run: info}, nil // a retry of the same run.start
+	}
+	if rs.ctx.Err() != nil {
+		return nil, messages.Errorf(messages.CodeUnavailable, "worker %s is stopping: start the run again", rs.r.cfg.Worker)
 	}
 	n := 0
 	for _, x := range rs.live {
