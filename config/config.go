@@ -23,6 +23,7 @@ type Config struct {
 	Store     Store     `mapstructure:"store"`
 	NATS      NATS      `mapstructure:"nats"`
 	Exec      Exec      `mapstructure:"exec"`
+	Sandbox   Sandbox   `mapstructure:"sandbox"`
 	Policy    Policy    `mapstructure:"policy"`
 	Telemetry Telemetry `mapstructure:"telemetry"`
 	Approvals struct {
@@ -62,6 +63,38 @@ type Exec struct {
 	// MaxRuns is how many background runs (exec --detach) a vault may
 	// have going at once.
 	MaxRuns int `mapstructure:"max_runs"`
+}
+
+// Sandbox says how exec confines commands (README: "Sandbox").
+type Sandbox struct {
+	Mode string `mapstructure:"mode"` // namespaces (default) | none
+	// Fallback runs commands unsandboxed on a machine that cannot make
+	// namespaces, instead of failing them.
+	Fallback bool `mapstructure:"fallback"`
+	Network  bool `mapstructure:"network"` // every command gets the host's network
+	// Binds are host paths shown to commands besides the system's and the
+	// toolchains': "PATH" read-only, "PATH:rw" writable.
+	Binds     []string       `mapstructure:"binds"`
+	TmpSizeMB int64          `mapstructure:"tmp_size_mb"`
+	Limits    SandboxLimits  `mapstructure:",squash"`
+	Vaults    []SandboxVault `mapstructure:"vaults"`
+}
+
+// SandboxLimits are cgroup limits; 0 = none.
+type SandboxLimits struct {
+	MemoryMB int64   `mapstructure:"memory_mb"`
+	Pids     int     `mapstructure:"pids"`
+	CPUs     float64 `mapstructure:"cpus"`
+}
+
+// SandboxVault overrides the sandbox for one vault: a mode, a network
+// grant, and limits (0 keeps the general one).
+type SandboxVault struct {
+	Namespace string        `mapstructure:"namespace"` // "" = default
+	Vault     string        `mapstructure:"vault"`
+	Mode      string        `mapstructure:"mode"`
+	Network   bool          `mapstructure:"network"`
+	Limits    SandboxLimits `mapstructure:",squash"`
 }
 
 // Telemetry configures tracing. The standard OTEL_* environment variables
@@ -111,6 +144,15 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("exec.max_output", 1<<20)
 	v.SetDefault("exec.env_allow", []string{})
 	v.SetDefault("exec.max_runs", 4)
+	v.SetDefault("sandbox.mode", "namespaces")
+	v.SetDefault("sandbox.fallback", false)
+	v.SetDefault("sandbox.network", false)
+	v.SetDefault("sandbox.binds", []string{})
+	v.SetDefault("sandbox.tmp_size_mb", 1024)
+	v.SetDefault("sandbox.memory_mb", 0)
+	v.SetDefault("sandbox.pids", 0)
+	v.SetDefault("sandbox.cpus", 0.0)
+	v.SetDefault("sandbox.vaults", []map[string]any{})
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)

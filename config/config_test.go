@@ -55,3 +55,24 @@ func TestBadExplicitFile(t *testing.T) {
 		t.Fatal("a missing explicit config file was ignored")
 	}
 }
+
+func TestSandboxSection(t *testing.T) {
+	home := t.TempDir()
+	yaml := "sandbox:\n  mode: namespaces\n  binds: [/data, /cache:rw]\n  memory_mb: 512\n  vaults:\n    - {vault: Net-Vault, network: true, pids: 64}\n"
+	if err := os.WriteFile(filepath.Join(home, "avfs.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AVFS_HOME", home)
+	t.Setenv("AVFS_SANDBOX_FALLBACK", "true")
+	c, _, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Sandbox
+	if s.Mode != "namespaces" || !s.Fallback || len(s.Binds) != 2 || s.Binds[1] != "/cache:rw" || s.Limits.MemoryMB != 512 || s.TmpSizeMB != 1024 {
+		t.Fatalf("sandbox: %+v", s)
+	}
+	if len(s.Vaults) != 1 || s.Vaults[0].Vault != "Net-Vault" || !s.Vaults[0].Network || s.Vaults[0].Limits.Pids != 64 {
+		t.Fatalf("sandbox vaults: %+v", s.Vaults)
+	}
+}

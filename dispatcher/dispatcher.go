@@ -258,12 +258,11 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		if md != nil && md.NumDelivered >= 10 {
 			// Give up: keep the request in the dead-letter stream.
 			reason := fmt.Sprintf("not placed after %d deliveries: %v", md.NumDelivered, err)
-			if derr := d.deadLetter(ctx, ns, vault, op, msg.Headers(), msg.Data(), reason, ""); derr != nil {
+			settle := func() error { return msg.Ack() }
+			if derr := d.deadLetter(ctx, ns, vault, op, msg.Headers(), msg.Data(), reason, "", settle); derr != nil {
 				d.log.WarnContext(ctx, "dead-letter", "err", derr)
 				d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
-				return
 			}
-			msg.Ack()
 			return
 		}
 		msg.NakWithDelay(time.Second)

@@ -73,18 +73,19 @@ func (d *Dispatcher) deadLetterWork(ctx context.Context, adv deliveryExceeded) e
 		worker = id
 	}
 	reason := fmt.Sprintf("max deliveries (%d) exceeded on worker %s", adv.Deliveries, worker)
-	if err := d.deadLetter(ctx, ns, vault, op, raw.Header, raw.Data, reason, worker); err != nil {
-		return err
-	}
-	if err := st.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("delete work message %d: %w", adv.StreamSeq, err)
-	}
-	return nil
+	return d.deadLetter(ctx, ns, vault, op, raw.Header, raw.Data, reason, worker, func() error {
+		if err := st.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("delete work message %d: %w", adv.StreamSeq, err)
+		}
+		return nil
+	})
 }
 
-// deadLetter stores a request in the dead-letter stream and tells its
-// caller, if it named a valid inbox, that it was dead-lettered.
-func (d *Dispatcher) deadLetter(ctx context.Context, ns, vault string, op messages.Op, hdr nats.Header, data []byte, reason, worker string) error {
+// deadLetter stores a request in the dead-letter stream, runs settle to
+// take it off the stream it came from, and only then tells its caller, if
+// it named a valid inbox, that it was dead-lettered: a caller that sees
+// the reply finds the request in the dead-letter stream and nowhere else.
+func (d *Dispatcher) deadLetter(ctx context.Context, ns, vault string, op messages.Op, hdr nats.Header, data []byte, reason, worker string, settle func() error) error {
 	dead := nats.NewMsg(messages.DLQSubject(ns, vault, op))
 	dead.Data = data
 	for k, v := range hdr {
@@ -101,6 +102,9 @@ func (d *Dispatcher) deadLetter(ctx context.Context, ns, vault string, op messag
 	}
 	rid := hdr.Get(messages.HeaderRequestID)
 	d.log.Warn("dead-lettered request", "request", rid, "op", op, "namespace", ns, "vault", vault, "reason", reason, "dlq_seq", ack.Sequence)
+	if err := settle(); err != nil {
+		return err
+	}
 	if to := hdr.Get(messages.HeaderReplyTo); messages.ValidReplyTo(to) {
 		e := messages.Errorf(messages.CodeUnavailable, "request %s was dead-lettered: %s (avfs fleet dlq replay %d)", rid, reason, ack.Sequence)
 		b, _ := json.Marshal(messages.Reply{RequestID: rid, Error: e})

@@ -23,5 +23,28 @@
 //   - The child's environment is exactly Spec.Env; the worker's own
 //     environment never leaks in (build Env with BuildEnv).
 //
+// With Spec.Sandbox the command is confined (sandbox_linux.go,
+// confine_linux.go, cgroup_linux.go). Run starts /proc/self/exe in new
+// mount, PID, IPC, UTS and (unless Network) network namespaces with
+// AVFS_SANDBOX_INIT set; this package's init function, which runs in every
+// binary that links it (avfs and test binaries alike) before main or
+// TestMain, turns that process into the sandbox's init. Invariants:
+//   - The init is PID 1 of the namespace and the command its child: signals
+//     Run sends the group reach the command with their usual effect, the
+//     init reports the command's exit status or signal through a pipe, and
+//     when it exits the kernel kills whatever is left in the namespace.
+//     It dies with the worker (Pdeathsig).
+//   - The command's root is a read-only tmpfs holding only Sandbox.Binds
+//     (each at its host path), Sandbox.Hide covered by empty directories,
+//     a private size-capped /tmp, a minimal /dev and the namespace's own
+//     /proc with its kernel knobs read-only. No mount propagates to the
+//     host; the host's root is detached.
+//   - The command has no capability, cannot gain one (no_new_privs,
+//     securebits), and seccomp refuses it new namespaces and mounts.
+//   - The worker never enters a FUSE mount in a vfork'd child: the init
+//     is a separate process that chdirs for the command (see EnterDir).
+//   - A sandbox that cannot be built is ErrSandbox, and nothing of the
+//     command ran.
+//
 // Only Linux is supported.
 package exec

@@ -59,6 +59,9 @@ type Spec struct {
 	// the mount first waits on a server that may be waiting, in a
 	// stop-the-world GC, on that suspended thread.
 	EnterDir bool
+	// Sandbox, if set, confines the command to namespaces of its own (see
+	// Sandbox); Dir must then be a path the sandbox binds.
+	Sandbox *Sandbox
 	// Stdout and Stderr, when set, also receive each stream as it is
 	// read, uncapped, for callers that show output live. A write error
 	// is ignored; a slow writer slows the command, whose pipe fills.
@@ -72,6 +75,7 @@ type Result struct {
 	ExitCode *int   // 0..255 for a normal exit; nil when ended by a signal or not started
 	Signal   string // "SIGKILL", "SIGTERM", ... when the leader ended by a signal, else ""
 	TimedOut bool   // the timeout expired before the leader exited
+	Limit    string // LimitMemory, LimitPids: a sandbox limit the command hit, else ""
 	Canceled bool   // ctx was done before the leader exited (or before it could start)
 
 	Stdout, Stderr                   []byte
@@ -113,6 +117,13 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return startErr(err)
 	}
+	var sb *sandboxRun
+	if s.Sandbox != nil {
+		if sb, err = s.Sandbox.prepare(cmd, s.Dir); err != nil {
+			return startErr(err)
+		}
+		defer sb.close()
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return startErr(fmt.Errorf("stdout pipe: %w", err))
@@ -137,6 +148,12 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	// keep the pipes open and the drains waiting for an EOF that never comes.
 	outW.Close()
 	errW.Close()
+	if sb != nil {
+		sb.started(cmd)
+		if err != nil {
+			err = fmt.Errorf("%w: new namespaces: %w", ErrSandbox, err)
+		}
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -207,6 +224,11 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	// waitErr is an *ExitError, reported below, not the caller's error.
 	res.ExitCode, res.Signal = exitStatus(cmd.ProcessState)
+	if sb != nil {
+		if err := sb.finish(&res); err != nil {
+			return startErr(err)
+		}
+	}
 	return res, nil
 }
 
@@ -328,11 +350,14 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) command() (*osexec.Cmd, error) {
 	path, args := "/bin/sh", []string{"sh", "-c", s.Shell}
 	if s.Shell == "" {
-		var err error
-		if path, err = lookPath(s.Argv[0], s.Env); err != nil {
-			return nil, err
+		path, args = s.Argv[0], s.Argv
+		// A sandbox's init looks the program up in the sandbox's tree.
+		if s.Sandbox == nil {
+			var err error
+			if path, err = lookPath(s.Argv[0], s.Env); err != nil {
+				return nil, err
+			}
 		}
-		args = s.Argv
 	}
 	env := s.Env
 	if env == nil {
@@ -340,7 +365,7 @@ func (s Spec) command() (*osexec.Cmd, error) {
 		env = []string{}
 	}
 	dir := s.Dir
-	if s.EnterDir && dir != "" {
+	if s.EnterDir && dir != "" && s.Sandbox == nil {
 		args = append([]string{"env", "-C", dir, "--", path}, args[1:]...)
 		path, dir = "/usr/bin/env", "/"
 	}

@@ -13,6 +13,15 @@ const (
 	StatusDenied           = "denied"
 	StatusApprovalRequired = "approval_required"
 	StatusFailedToStart    = "failed_to_start"
+	// StatusLimitExceeded: the sandbox's memory limit ended the command
+	// (signal SIGKILL, sandbox.limit "memory").
+	StatusLimitExceeded = "limit_exceeded"
+)
+
+// Sandbox modes.
+const (
+	SandboxNamespaces = "namespaces"
+	SandboxNone       = "none"
 )
 
 // Decision is the policy's verdict on a command.
@@ -21,6 +30,31 @@ type Decision struct {
 	Rule       string   `json:"rule"`
 	Reason     string   `json:"reason"`
 	Categories []string `json:"categories"`
+	// Network: the deciding rule grants the host's network to the run.
+	Network bool `json:"network,omitempty"`
+	// RequireSandbox: a matching rule refuses the command outside a sandbox.
+	RequireSandbox bool `json:"require_sandbox,omitempty"`
+}
+
+// SandboxInfo is what confined a command: spec/envelope.md.
+type SandboxInfo struct {
+	Mode    string `json:"mode"`    // namespaces | none
+	Network bool   `json:"network"` // the host's network was shared (always true for none)
+	// Why the network was given: "vault" (configured), "rule" (the policy
+	// rule that decided the command), "approval" (that rule, after an
+	// operator granted the run); "" when not given, "host" for mode none.
+	NetworkBy string        `json:"network_by,omitempty"`
+	Limits    SandboxLimits `json:"limits"`
+	// Limit names the limit the command hit: memory (it was killed) or
+	// pids (forks were refused); "" when none was.
+	Limit string `json:"limit,omitempty"`
+}
+
+// SandboxLimits are the cgroup limits a command ran under; 0 = none.
+type SandboxLimits struct {
+	MemoryBytes int64   `json:"memory_bytes"`
+	Pids        int     `json:"pids"`
+	CPUs        float64 `json:"cpus"`
 }
 
 // Envelope is what exec returns: spec/envelope.md.
@@ -51,6 +85,8 @@ type Envelope struct {
 	DurationMS      int64          `json:"duration_ms"`
 	Changes         *ChangeSummary `json:"changes"`
 	TraceID         string         `json:"trace_id"`
+	// Sandbox is set once the command was started (or failed to start).
+	Sandbox *SandboxInfo `json:"sandbox,omitempty"`
 	// Error explains a failed_to_start status.
 	Error string `json:"error,omitempty"`
 }

@@ -78,6 +78,7 @@ func DefaultRules() []Rule {
 			Action:     RequireApproval,
 			Reason:     "talks to the network: can fetch untrusted code or send data away",
 			Categories: []string{CategoryNetwork},
+			Network:    true,
 		},
 		{
 			Name:        "git-network",
@@ -86,6 +87,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "git talks to a remote: fetches untrusted code or publishes work",
 			Categories:  []string{CategoryNetwork},
+			Network:     true,
 		},
 		{
 			Name:        "js-package-install",
@@ -94,6 +96,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "installs or publishes packages: runs their install scripts and talks to the registry",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			Name:       "js-package-run",
@@ -101,6 +104,7 @@ func DefaultRules() []Rule {
 			Action:     RequireApproval,
 			Reason:     "may download a package from the registry and run it",
 			Categories: []string{CategoryPackageInstall},
+			Network:    true,
 		},
 		{
 			Name:        "pip-install",
@@ -109,6 +113,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "installs Python packages: runs their build scripts and talks to the index",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			Name:       "python-pip-install",
@@ -117,6 +122,7 @@ func DefaultRules() []Rule {
 			Action:     RequireApproval,
 			Reason:     "installs Python packages through python -m pip",
 			Categories: []string{CategoryPackageInstall},
+			Network:    true,
 		},
 		{
 			Name:        "pipx-uv-install",
@@ -125,6 +131,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "installs or runs Python packages from the index",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			Name:        "cargo-install",
@@ -133,6 +140,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "installs a crate's binaries, publishes, or stores registry credentials",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			Name:        "go-install",
@@ -141,6 +149,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "downloads modules and installs binaries outside the workspace",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			Name:     "system-package-install",
@@ -152,6 +161,7 @@ func DefaultRules() []Rule {
 			Action:     RequireApproval,
 			Reason:     "changes the system's packages",
 			Categories: []string{CategoryPackageInstall},
+			Network:    true,
 		},
 		{
 			Name:        "ruby-package-install",
@@ -160,6 +170,7 @@ func DefaultRules() []Rule {
 			Action:      RequireApproval,
 			Reason:      "installs or publishes Ruby gems",
 			Categories:  []string{CategoryPackageInstall},
+			Network:     true,
 		},
 		{
 			// The next three are the mutating uses of tools the read-only

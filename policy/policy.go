@@ -84,6 +84,11 @@ type Decision struct {
 	Reason     string   `json:"reason"`
 	Categories []string `json:"categories"`        // never nil, so JSON carries []
 	Command    []string `json:"command,omitempty"` // the argv that decided it: for a script, its strictest command
+	// Network: the deciding rule grants the host's network for the run.
+	Network bool `json:"network,omitempty"`
+	// RequireSandbox: some rule that matched the command, or a command it
+	// wraps or runs, requires a sandbox.
+	RequireSandbox bool `json:"require_sandbox,omitempty"`
 }
 
 // Rule is one entry of a policy, loaded from configuration. A rule matches
@@ -110,6 +115,12 @@ type Rule struct {
 	Action       Action   `mapstructure:"action" json:"action" yaml:"action"`
 	Reason       string   `mapstructure:"reason" json:"reason,omitempty" yaml:"reason,omitempty"`
 	Categories   []string `mapstructure:"categories" json:"categories,omitempty" yaml:"categories,omitempty"`
+	// Network grants the command the host's network for its run when this
+	// rule decides it (after an approval, if the action requires one).
+	Network bool `mapstructure:"network" json:"network,omitempty" yaml:"network,omitempty"`
+	// RequireSandbox refuses the command unless it runs in a sandbox,
+	// whichever rule decides it.
+	RequireSandbox bool `mapstructure:"require_sandbox" json:"require_sandbox,omitempty" yaml:"require_sandbox,omitempty"`
 }
 
 // Policy decides whether commands may run. It is immutable once built and
@@ -258,9 +269,11 @@ func (p *Policy) command(cmd []word, sc scope, depth int) Decision {
 // strictest returns the stricter of the current decision and next, keeping
 // the current one on a tie (first encountered wins).
 func strictest(cur Decision, have bool, next Decision) (Decision, bool) {
+	req := cur.RequireSandbox || next.RequireSandbox
 	if !have || next.Action.Stricter(cur.Action) {
-		return next, true
+		cur = next
 	}
+	cur.RequireSandbox = req
 	return cur, true
 }
 
@@ -274,11 +287,13 @@ func (p *Policy) match(cmd []word, sc scope) Decision {
 				reason = fmt.Sprintf("matched rule %q", r.Name)
 			}
 			return Decision{
-				Action:     r.Action,
-				Rule:       r.Name,
-				Reason:     reason,
-				Categories: nonNil(clone(r.Categories)),
-				Command:    texts(cmd),
+				Action:         r.Action,
+				Rule:           r.Name,
+				Reason:         reason,
+				Categories:     nonNil(clone(r.Categories)),
+				Command:        texts(cmd),
+				Network:        r.Network,
+				RequireSandbox: r.RequireSandbox,
 			}
 		}
 	}

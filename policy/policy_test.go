@@ -468,3 +468,41 @@ func FuzzCheckShell(f *testing.F) {
 		}
 	})
 }
+
+// The install and fetch rules grant the network to the run they decide;
+// a rule can require a sandbox for any command it matches, even one that
+// another rule decides.
+func TestNetworkAndSandboxRequirements(t *testing.T) {
+	p := Default()
+	for _, c := range []struct {
+		script  string
+		network bool
+	}{
+		{"npm install", true},
+		{"git clone https://example.com/x.git", true},
+		{"curl -O https://example.com/x", true},
+		{"cargo test --offline", false},
+		{"npm test && npm install", true},
+		{"ls", false},
+	} {
+		if d := p.CheckShell(c.script, ws); d.Network != c.network {
+			t.Errorf("%q: network %v by %q, want %v", c.script, d.Network, d.Rule, c.network)
+		}
+	}
+	var rules []Rule
+	if err := mapstructure.Decode([]map[string]any{
+		{"name": "python-sandboxed", "programs": []string{"python3"}, "action": "allow", "require_sandbox": true},
+		{"name": "rest", "programs": []string{"*"}, "action": "allow_with_checkpoint"},
+	}, &rules); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(rules, Allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for script, want := range map[string]bool{"python3 x.py": true, "ls; python3 x.py": true, "ls": false, "env python3 x.py": true} {
+		if d := p.CheckShell(script, ws); d.RequireSandbox != want {
+			t.Errorf("%q: require_sandbox %v (decided by %q), want %v", script, d.RequireSandbox, d.Rule, want)
+		}
+	}
+}

@@ -14,8 +14,16 @@ import (
 // already-mounted vault through the whole pipeline (policy, snapshot,
 // run, sync, change summary, envelope, audit), in-process. Compare it
 // with BenchmarkOSExecTrue from the same run.
-func BenchmarkExecTrue(b *testing.B) {
-	f := newFixture(b, Config{})
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, Config{}) }
+
+// BenchmarkExecTrueUnsandboxed is BenchmarkExecTrue with sandbox mode
+// none: the difference is the sandbox's cost (BENCHMARKS.md, "Sandbox").
+func BenchmarkExecTrueUnsandboxed(b *testing.B) {
+	benchExecTrue(b, Config{Sandbox: SandboxConfig{Mode: messages.SandboxNone}})
+}
+
+func benchExecTrue(b *testing.B, cfg Config) {
+	f := newFixture(b, cfg)
 	f.do(messages.OpVaultCreate, "bench", messages.VaultCreateArgs{}, nil)
 	args, _ := json.Marshal(messages.ExecArgs{Argv: []string{"true"}, Checkpoint: "never"})
 	run := func(i int) {

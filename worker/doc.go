@@ -5,6 +5,14 @@
 // approval. It registers these operations on a handler.Handler, so the
 // CLI's in-process mode and a fleet worker serve them the same way.
 //
+// Every command runs in an exec.Sandbox unless its vault's sandbox mode is
+// none (sandbox.go): the system's and the toolchains' directories
+// read-only, the vault's mount writable at its host path, the worker's
+// home and every mount root hidden; the network only when the vault's
+// configuration, or the policy rule that decided the command, grants it.
+// The envelope records the mode, the network given and why, the limits
+// and the limit hit.
+//
 // Lock order: Mounts.mu, then a vault's run lock; no lock is held while a
 // command runs except that vault's run lock.
 package worker

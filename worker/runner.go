@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,7 @@ type Config struct {
 	EnvAllow    []string      // host variables passed through; default exec.DefaultEnvAllow()
 	ApprovalTTL time.Duration // default 1 h
 	Worker      string        // id reported in envelopes
+	Sandbox     SandboxConfig // how commands are confined; zero = namespaces, no network
 	// Tracer records the steps of a run (policy, checkpoint.save, mount,
 	// exec, changes) as children of the request's span; nil means none.
 	Tracer trace.TracerProvider
@@ -50,6 +52,7 @@ type Runner struct {
 	store  *vault.Store
 	policy *policy.Policy
 	mounts *Mounts
+	sbox   *sandboxes
 	cfg    Config
 	log    *slog.Logger
 	tracer trace.Tracer
@@ -82,7 +85,9 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now,
+	// The mounts of other vaults are never a command's business.
+	cfg.Sandbox.Hide = append(slices.Clone(cfg.Sandbox.Hide), mounts.root)
+	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
 		r.runs = newRuns(r, cfg.RunsDir, cfg.MaxRuns)
@@ -127,7 +132,8 @@ func wireDecision(d policy.Decision) messages.Decision {
 	if cats == nil {
 		cats = []string{}
 	}
-	return messages.Decision{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason, Categories: cats}
+	return messages.Decision{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason, Categories: cats,
+		Network: d.Network, RequireSandbox: d.RequireSandbox}
 }
 
 // decide asks the policy about argv or a shell string. workspace is the
@@ -229,6 +235,21 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		return env, err
 	}
 	details := map[string]any{"command": a.Argv, "shell": a.Shell, "decision": env.Decision.Action, "rule": env.Decision.Rule}
+	grantedBy := ""
+	switch {
+	case env.Decision.Network && approved:
+		grantedBy = "approval"
+	case env.Decision.Network:
+		grantedBy = "rule"
+	}
+	cmdEnv := r.environ(root, a.Env)
+	plan := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	details["sandbox"] = plan.info.Mode
+	if env.Decision.RequireSandbox && plan.sb == nil {
+		env.Decision.Action = string(policy.Deny)
+		env.Decision.Reason = "a rule requires a sandbox, and this vault's commands run without one (sandbox mode none)"
+		details["decision"], details["reason"] = env.Decision.Action, env.Decision.Reason
+	}
 	switch policy.Action(env.Decision.Action) {
 	case policy.Deny:
 		env.Status = messages.StatusDenied
@@ -283,8 +304,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
-		Env: r.environ(root, a.Env), Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true,
+		Env: cmdEnv, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
 	}
+	env.Sandbox = &plan.info
 	if a.Stdin != nil {
 		spec.Stdin = strings.NewReader(string(a.Stdin))
 	}
@@ -310,9 +332,12 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.Stdout, env.Stderr = string(res.Stdout), string(res.Stderr)
 	env.StdoutBytes, env.StderrBytes = res.StdoutBytes, res.StderrBytes
 	env.StdoutTruncated, env.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
+	env.Sandbox.Limit = res.Limit
 	switch {
 	case runErr != nil:
 		env.Status, env.Error = messages.StatusFailedToStart, runErr.Error()
+	case res.Limit == exec.LimitMemory && res.Signal == "SIGKILL":
+		env.Status = messages.StatusLimitExceeded
 	case res.TimedOut:
 		env.Status = messages.StatusTimedOut
 	case res.Canceled:
@@ -336,6 +361,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.Changes = &sum
 	details["status"], details["exit_code"], details["checkpoint"] = env.Status, env.ExitCode, env.Checkpoint
 	details["added"], details["modified"], details["deleted"] = len(ch.Added), len(ch.Modified), len(ch.Deleted)
+	details["network"], details["limit"] = plan.info.Network, res.Limit
 	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
 	if req.RequestID != "" && env.Status != messages.StatusCanceled {
 		b, _ := json.Marshal(env)

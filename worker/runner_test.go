@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +29,11 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
+	return newPolicyFixture(t, cfg, policy.Default())
+}
+
+func newPolicyFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("exec tests need /dev/fuse: %v", err)
 	}
@@ -37,7 +44,7 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	}
 	h := handler.New(st, handler.Options{})
 	mounts := NewMounts(filepath.Join(home, "mnt"), nil)
-	r := NewRunner(st, policy.Default(), mounts, cfg, nil)
+	r := NewRunner(st, pol, mounts, cfg, nil)
 	r.Register(h)
 	t.Cleanup(func() {
 		r.Close()
@@ -171,24 +178,43 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	f := newFixture(t, Config{Grace: 300 * time.Millisecond})
 	f.do(messages.OpVaultCreate, "t", messages.VaultCreateArgs{}, nil)
 	start := time.Now()
-	env := f.exec("t", messages.ExecArgs{Shell: `trap "" TERM; sleep 1000 & echo child $! ; sleep 1000`, Timeout: "500ms", Checkpoint: "never"})
+	// The child is found by its argument: in the sandbox, $! is a pid of
+	// the command's own PID namespace.
+	marker := fmt.Sprintf("1000.%d", os.Getpid())
+	env := f.exec("t", messages.ExecArgs{Shell: `trap "" TERM; sleep ` + marker + ` & echo child $! ; sleep 1000`, Timeout: "500ms", Checkpoint: "never"})
 	if env.Status != messages.StatusTimedOut || !env.TimedOut || env.ExitCode != nil {
 		t.Fatalf("status %s timed_out %v exit %v", env.Status, env.TimedOut, env.ExitCode)
 	}
 	if !strings.HasPrefix(env.Stdout, "child ") {
 		t.Fatalf("output so far lost: %q", env.Stdout)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(env.Stdout, "child ")))
 	deadline := time.Now().Add(10 * time.Second)
-	for processAlive(pid) {
+	for pid := processWithArg(marker); pid != 0; pid = processWithArg(marker) {
 		if time.Now().After(deadline) {
-			t.Fatalf("child %d survived the timeout", pid)
+			t.Fatalf("child %d (sleep %s) survived the timeout", pid, marker)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if time.Since(start) > 30*time.Second {
 		t.Fatalf("timeout took %v", time.Since(start))
 	}
+}
+
+// processWithArg returns the pid of a live process that has arg among its
+// arguments, or 0.
+func processWithArg(arg string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if slices.Contains(strings.Split(string(b), "\x00"), arg) && processAlive(pid) {
+			return pid
+		}
+	}
+	return 0
 }
 
 func processAlive(pid int) bool {

@@ -39,10 +39,14 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error,
 	if err != nil {
 		return nil, err
 	}
+	sb, err := SandboxFrom(c)
+	if err != nil {
+		return nil, err
+	}
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
 	r := NewRunner(h.Store(), pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
-		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(), Meter: h.Meter(),
+		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(), Meter: h.Meter(), Sandbox: sb,
 		RunsDir: filepath.Join(c.Home, "runs"), MaxRuns: c.Exec.MaxRuns,
 	}, log)
 	r.Register(h)
