@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,29 +28,31 @@ func TestExecOutputStreamsThroughTheFleet(t *testing.T) {
 	if err := c.Call(ctx, "default", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	// The command waits for a file that only the output callback
-	// creates, once it saw the first line: output delivered with the
-	// reply would leave it waiting until its timeout.
-	gate := filepath.Join(t.TempDir(), "gate")
+	// The first line comes while the command still sleeps: output that
+	// came with the reply would arrive with it.
 	var mu sync.Mutex
 	var stdout, stderr bytes.Buffer
 	var seqs []int64
+	var firstAt time.Time
 	req := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "v"}
 	req.Args, _ = json.Marshal(messages.ExecArgs{Timeout: "30s",
-		Shell: "echo first; while [ ! -e " + gate + " ]; do sleep 0.05; done; for i in 1 2 3; do echo line $i; echo warn $i >&2; done"})
+		Shell: "echo first; sleep 3; for i in 1 2 3; do echo line $i; echo warn $i >&2; done"})
 	rep, err := c.DoOutput(ctx, req, func(ch messages.OutputChunk) {
 		mu.Lock()
 		defer mu.Unlock()
 		seqs = append(seqs, ch.Seq)
+		if firstAt.IsZero() {
+			firstAt = time.Now()
+		}
 		if ch.Stream == messages.StreamStderr {
 			stderr.Write(ch.Data)
 			return
 		}
 		stdout.Write(ch.Data)
-		if strings.HasPrefix(stdout.String(), "first\n") {
-			os.WriteFile(gate, nil, 0o644)
-		}
 	})
+	if early := time.Since(firstAt); early < time.Second {
+		t.Fatalf("the first line arrived %s before the reply, not while the command slept 3 s", early)
+	}
 	if err != nil || rep.Error != nil {
 		t.Fatalf("exec: %v %v", err, rep.Error)
 	}
@@ -59,8 +60,8 @@ func TestExecOutputStreamsThroughTheFleet(t *testing.T) {
 	if err := json.Unmarshal(rep.Result, &env); err != nil {
 		t.Fatal(err)
 	}
-	if env.Status != messages.StatusCompleted || env.TimedOut {
-		t.Fatalf("status %s (timed out %v): the output did not arrive while the command ran", env.Status, env.TimedOut)
+	if env.Status != messages.StatusCompleted {
+		t.Fatalf("status %s", env.Status)
 	}
 	if stdout.String() != env.Stdout || stderr.String() != env.Stderr {
 		t.Fatalf("streamed %q / %q, envelope %q / %q", stdout.String(), stderr.String(), env.Stdout, env.Stderr)
@@ -83,7 +84,6 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	if out, code := f.avfsCLI("vault", "create", "v"); code != 0 {
 		t.Fatalf("create: %s", out)
 	}
-	gate := filepath.Join(t.TempDir(), "gate")
 	start := func(shell string) messages.RunInfo {
 		t.Helper()
 		out, code := f.avfsCLI("exec", "--vault", "v", "--detach", "--shell", shell)
@@ -95,7 +95,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	}
 	// The CLI that started the run has returned (its connection is
 	// closed); the run goes on in the worker.
-	run := start("echo tick 1; while [ ! -e " + gate + " ]; do sleep 0.05; done; for i in 2 3 4; do echo tick $i; echo oops $i >&2; done")
+	run := start("echo tick 1; sleep 3; for i in 2 3 4; do echo tick $i; echo oops $i >&2; done")
 
 	var stdout, stderr bytes.Buffer
 	read := func(id string, since int64) messages.RunLogsResult {
@@ -114,7 +114,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	for !strings.Contains(stdout.String(), "tick 1\n") {
 		l := read(run.ID, since)
 		if l.Done {
-			t.Fatalf("run ended before the gate opened: %+v", l)
+			t.Fatalf("run ended before tick 1 was read: %+v", l)
 		}
 		for _, ch := range l.Chunks {
 			stdout.Write(ch.Data)
@@ -127,10 +127,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	}
 	first := since
 	if st, err := c.RunStatus(ctx, "default", "v", run.ID); err != nil || st.State != messages.RunRunning {
-		t.Fatalf("status while it waits: %+v %v", st, err)
-	}
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
+		t.Fatalf("status while it sleeps: %+v %v", st, err)
 	}
 	out, code := f.avfsCLI("run", "wait", "--vault", "v", run.ID, "--timeout", "60s")
 	var waited messages.RunResult
@@ -178,26 +175,14 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	}
 
 	// A long run with a background child: kill ends the whole group.
-	long := start("echo $$; sleep 300 & echo $!; wait")
+	// The command may run in a pid namespace, so its processes are found
+	// by their arguments, unique to this test.
+	long := start("sleep 3131 & sleep 3132; wait")
 	var pids []int
-	deadline = time.Now().Add(30 * time.Second)
-	for len(pids) < 2 {
-		l := read(long.ID, 0)
-		var b bytes.Buffer
-		for _, ch := range l.Chunks {
-			b.Write(ch.Data)
-		}
-		pids = pids[:0]
-		for _, w := range strings.Fields(b.String()) {
-			if p, err := strconv.Atoi(w); err == nil {
-				pids = append(pids, p)
-			}
-		}
+	for deadline := time.Now().Add(30 * time.Second); len(pids) < 2; time.Sleep(50 * time.Millisecond) {
+		pids = append(sleeping("3131"), sleeping("3132")...)
 		if time.Now().After(deadline) {
-			t.Fatalf("the long run never printed its pids: %q", b.String())
-		}
-		if len(pids) < 2 {
-			time.Sleep(50 * time.Millisecond)
+			t.Fatalf("the long run's processes never showed: %v", pids)
 		}
 	}
 	out, code = f.avfsCLI("run", "kill", "--vault", "v", long.ID)
@@ -220,6 +205,22 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Runs) != 2 || list.Runs[0].ID != long.ID {
 		t.Fatalf("run list: exit %d: %s", code, out)
 	}
+}
+
+// sleeping lists the live processes running `sleep arg`.
+func sleeping(arg string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == "sleep\x00"+arg+"\x00" && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // alive reports whether pid is a live process (not gone, not a zombie).
@@ -247,17 +248,13 @@ func TestExecStreamsToATerminalThroughTheFleet(t *testing.T) {
 		t.Fatalf("create: %s", out)
 	}
 	term := terminal.Open(t)
-	gate := filepath.Join(t.TempDir(), "gate")
 	code := make(chan int, 1)
 	go func() {
 		code <- cli.Main(context.Background(), []string{"exec", "--nats", f.url, "--vault", "v", "--",
-			"sh", "-c", "echo a; while [ ! -e " + gate + " ]; do sleep 0.05; done; echo b"}, strings.NewReader(""), term.TTY, term.TTY, cli.Options{})
+			"sh", "-c", "echo a; sleep 4; echo b"}, strings.NewReader(""), term.TTY, term.TTY, cli.Options{})
 	}()
-	if s := term.WaitFor("(?m)^a\n"); strings.Contains(s, "b\n") {
-		t.Fatalf("b shown before the command printed it:\n%s", s)
-	}
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
+	if s := term.WaitFor("(?m)^a\n"); strings.Contains(s, "b\n") || len(code) > 0 {
+		t.Fatalf("a shown only with b or the end:\n%s", s)
 	}
 	s := term.WaitFor("avfs: completed, exit 0")
 	if c := <-code; c != 0 || !strings.HasPrefix(s, "a\nb\navfs: completed, exit 0, ") {

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,19 +20,19 @@ func avfsIn(term *terminal.Terminal, args ...string) <-chan int {
 func TestExecStreamsOutputOnATerminal(t *testing.T) {
 	e := newEnv(t)
 	e.ok("vault", "create", "x")
-	gate := filepath.Join(t.TempDir(), "gate")
 	term := terminal.Open(t)
-	// The command prints a, then waits for a file that the test creates
-	// only once a is on the screen: output that came only at the end
-	// could never get there.
-	code := avfsIn(term, "exec", "--vault", "x", "--", "sh", "-c", "echo a; echo warn >&2; while [ ! -e "+gate+" ]; do sleep 0.05; done; echo b")
+	// a is on the screen while the command still sleeps: output that
+	// came with the result would show up with b and the summary.
+	code := avfsIn(term, "exec", "--vault", "x", "--", "sh", "-c", "echo a; echo warn >&2; sleep 4; echo b")
 	screen := term.WaitFor(`(?m)^a\n`)
 	term.WaitFor(`(?m)^warn\n`)
-	if strings.Contains(screen, "b\n") || strings.Contains(screen, "avfs:") {
-		t.Fatalf("b or the summary shown before the command printed it:\n%s", screen)
+	select {
+	case c := <-code:
+		t.Fatalf("exec ended (exit %d) before a was seen:\n%s", c, term.Text())
+	default:
 	}
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
+	if strings.Contains(screen, "b\n") || strings.Contains(screen, "avfs:") {
+		t.Fatalf("b or the summary shown with a:\n%s", screen)
 	}
 	screen = term.WaitFor(`avfs: completed, exit 0, [0-9.]+m?s, 0 files changed, checkpoint auto-\S+\n`)
 	if c := <-code; c != 0 {
