@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,33 @@ type Client struct {
 
 	mu     sync.Mutex
 	routes map[string]route // "<ns>.<vault>" -> where direct requests go
+	den    denials          // the server's permission refusals (denied.go)
+}
+
+// InboxPrefix is the connection option that makes replies come back
+// under prefix, for an agent whose permissions let it subscribe only
+// there (docs/nats-permissions.example.conf: _INBOX.<namespace>):
+//
+//	nc, err := nats.Connect(url, nats.UserInfo(user, pw), client.InboxPrefix("_INBOX.team-a"))
+//
+// JetStream publish acknowledgements and direct replies use it too. The
+// prefix must start with _INBOX (messages.ValidReplyTo): workers and
+// dispatchers send replies nowhere else.
+func InboxPrefix(prefix string) nats.Option {
+	return func(o *nats.Options) error {
+		if err := ValidInboxPrefix(prefix); err != nil {
+			return err
+		}
+		return nats.CustomInboxPrefix(prefix)(o)
+	}
+}
+
+// ValidInboxPrefix checks an inbox prefix for InboxPrefix.
+func ValidInboxPrefix(prefix string) error {
+	if !messages.ValidReplyTo(prefix) || strings.HasSuffix(prefix, ".") || strings.Contains(prefix, "..") {
+		return fmt.Errorf("inbox prefix %q: want _INBOX or _INBOX.<tokens>, without wildcards", prefix)
+	}
+	return nil
 }
 
 // New wraps a connection.
@@ -58,7 +86,9 @@ func New(nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, Timeout: 10 * time.Minute}, nil
+	c := &Client{nc: nc, js: js, Timeout: 10 * time.Minute}
+	c.watchDenials()
+	return c, nil
 }
 
 // NewRequestID returns a fresh, time-ordered request id.
@@ -138,6 +168,8 @@ const tracerName = "github.com/avfs/avfs/client"
 // reply, are all seen first.
 func (c *Client) send(ctx context.Context, subject string, req messages.Request, body []byte, out func(messages.OutputChunk)) (messages.Reply, error) {
 	inbox := c.nc.NewInbox()
+	ctx, stop := c.whileAllowed(ctx, subject, inbox)
+	defer stop()
 	replyTo, outTo := inbox, ""
 	if out != nil {
 		replyTo, outTo = inbox+".reply", inbox+".out"
@@ -159,13 +191,22 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 	if dl, ok := ctx.Deadline(); ok {
 		msg.Header.Set(messages.HeaderDeadline, dl.UTC().Format(time.RFC3339Nano))
 	}
-	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID))
+	msgID := messages.IntakeMsgID(req.Namespace, req.Vault, req.RequestID)
+	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err == nil && ack.Duplicate {
 		// The intake already holds (or held) this request id and will not
 		// take it again, so this caller would wait forever. Send it under
 		// a fresh message id: the worker's request log still answers it
 		// with the first result instead of applying it twice.
-		_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID+"."+NewRequestID()))
+		_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID+"."+NewRequestID()))
+	}
+	if e := denied(ctx); e != nil {
+		return messages.Reply{RequestID: req.RequestID, Error: e}, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload) {
+		// No retry can help: the fleet caps requests (nats.max_request_bytes).
+		return messages.Reply{RequestID: req.RequestID, Error: messages.Errorf(messages.CodeInvalidArgument,
+			"%s request of %d bytes is larger than the fleet accepts: %v", req.Op, len(body), err)}, nil
 	}
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)
@@ -176,6 +217,9 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 		if json.Unmarshal(m.Data, &ch) == nil {
 			out(ch)
 		}
+	}
+	if e := denied(ctx); e != nil {
+		return messages.Reply{RequestID: req.RequestID, Error: e}, nil
 	}
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: waiting for %s %s: %v", ErrUnavailable, req.Op, req.RequestID, err)
@@ -204,6 +248,9 @@ func (c *Client) Call(ctx context.Context, ns, vault string, op messages.Op, arg
 // result into out; a failed request returns its *messages.Error.
 func call(ctx context.Context, d Doer, req messages.Request, args, out any) error {
 	if args != nil {
+		if s, bad := messages.InvalidString(args); bad {
+			return messages.ErrNotUTF8(s)
+		}
 		b, err := json.Marshal(args)
 		if err != nil {
 			return err

@@ -145,7 +145,10 @@ func (c *Client) do(ctx context.Context, subject string, req messages.Request, s
 	if err != nil {
 		return messages.Reply{}, err
 	}
-	if w, ok := c.directTo(req); ok {
+	if max := c.MaxRequest(); len(body) > max {
+		return messages.Reply{}, tooLarge(req, len(body), max)
+	}
+	if w, ok := c.directTo(req); ok && !viaIntake(ctx) {
 		rep, served, cause := c.sendDirect(ctx, w, req, body)
 		if served {
 			span.SetAttributes(attribute.String("avfs.path", "direct"), attribute.String("avfs.worker", w))

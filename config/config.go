@@ -44,10 +44,23 @@ type NATS struct {
 	Password string `mapstructure:"password"`
 	Token    string `mapstructure:"token"`
 	NKey     string `mapstructure:"nkey"`
+	// InboxPrefix is where replies come back to this process ("" is
+	// NATS's _INBOX). An agent confined to a namespace sets it to the
+	// prefix its permissions let it subscribe to, _INBOX.<namespace> in
+	// docs/nats-permissions.example.conf. It must start with _INBOX:
+	// fleet processes reply to nothing else.
+	InboxPrefix string `mapstructure:"inbox_prefix"`
 	// Replicas of the fleet's streams and buckets: 1 on one server, 3 on
 	// a cluster. Every worker and dispatcher applies it, so set it alike.
 	Replicas int `mapstructure:"replicas"`
-	TLS      struct {
+	// MaxRequestBytes caps one request in the fleet's streams; DLQ bounds
+	// the dead-letter stream. Every worker and dispatcher applies them.
+	MaxRequestBytes int32 `mapstructure:"max_request_bytes"`
+	DLQ             struct {
+		MaxBytes int64         `mapstructure:"max_bytes"`
+		MaxAge   time.Duration `mapstructure:"max_age"`
+	} `mapstructure:"dlq"`
+	TLS struct {
 		Cert string `mapstructure:"cert"`
 		Key  string `mapstructure:"key"`
 		CA   string `mapstructure:"ca"`
@@ -136,6 +149,10 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("store.synchronous", "NORMAL")
 	v.SetDefault("nats.url", "")
 	v.SetDefault("nats.replicas", 1)
+	v.SetDefault("nats.inbox_prefix", "")
+	v.SetDefault("nats.max_request_bytes", 8<<20)
+	v.SetDefault("nats.dlq.max_bytes", 256<<20)
+	v.SetDefault("nats.dlq.max_age", 7*24*time.Hour)
 	for _, k := range []string{"creds", "user", "password", "token", "nkey", "tls.cert", "tls.key", "tls.ca"} {
 		v.SetDefault("nats."+k, "")
 	}

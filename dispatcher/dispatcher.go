@@ -54,6 +54,9 @@ type Dispatcher struct {
 	mu       sync.Mutex
 	live     []messages.Member
 	liveRead time.Time
+	// placed counts the new vaults this dispatcher gave each worker since
+	// live was read: heartbeats lag a burst of creates by seconds.
+	placed map[string]int
 
 	// suspects are workers whose consumer exists but whose heartbeat was
 	// missing at the last rescue pass: a second miss means dead.
@@ -250,6 +253,12 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	span.SetAttributes(attribute.String("avfs.op", string(op)), attribute.String("avfs.namespace", ns), attribute.String("avfs.vault", vault))
+	if e := messages.CheckRouting(ns, vault, op, msg.Data()); e != nil {
+		// It can never be placed: answered now, never retried.
+		span.SetStatus(codes.Error, string(e.Code))
+		d.fail(msg, e)
+		return
+	}
 	w, err := d.place(ctx, ns, vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
 	if err != nil {
 		span.RecordError(err)
@@ -320,7 +329,7 @@ func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error)
 		}
 		return out[i].Vaults < out[j].Vaults
 	})
-	d.live, d.liveRead = out, time.Now()
+	d.live, d.liveRead, d.placed = out, time.Now(), map[string]int{}
 	return out, nil
 }
 
@@ -347,9 +356,13 @@ func (d *Dispatcher) heartbeating(ctx context.Context, id string) bool {
 	return !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted)
 }
 
-// leastLoaded picks a worker for new work; spreading across calls keeps
-// a burst of new vaults from all landing on one worker between heartbeats.
-func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, error) {
+// leastLoaded picks a worker for new work: among the workers whose load
+// is within loadSlack of the least, the one holding the fewest vaults,
+// counting those placed since the last heartbeat read, so a burst of new
+// vaults is spread instead of all landing on one worker between
+// heartbeats; ties are broken by a hash of spread. claim says the worker
+// is to hold a new vault.
+func (d *Dispatcher) leastLoaded(ctx context.Context, spread string, claim bool) (string, error) {
 	ws, err := d.liveWorkers(ctx)
 	if err != nil {
 		return "", err
@@ -357,11 +370,9 @@ func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, er
 	if len(ws) == 0 {
 		return "", ErrNoWorkers
 	}
-	// Among the workers tied for least load, hash the vault to pick one.
-	n := 1
-	for n < len(ws) && ws[n].Load == ws[0].Load {
-		n++
-	}
+	const loadSlack = 0.25
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	h := 0
 	for _, c := range spread {
 		h = h*31 + int(c)
@@ -369,14 +380,32 @@ func (d *Dispatcher) leastLoaded(ctx context.Context, spread string) (string, er
 	if h < 0 {
 		h = -h
 	}
-	return ws[h%n].ID, nil
+	var best []string
+	bestVaults := 0
+	for _, w := range ws {
+		if w.Load > ws[0].Load+loadSlack {
+			continue
+		}
+		n := w.Vaults + d.placed[w.ID]
+		switch {
+		case len(best) == 0 || n < bestVaults:
+			best, bestVaults = []string{w.ID}, n
+		case n == bestVaults:
+			best = append(best, w.ID)
+		}
+	}
+	id := best[h%len(best)]
+	if claim && d.placed != nil {
+		d.placed[id]++
+	}
+	return id, nil
 }
 
 // place finds the worker for request rid, claiming or reassigning
 // ownership.
 func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op, rid string, body []byte) (string, error) {
 	if vault == "" {
-		return d.leastLoaded(ctx, ns)
+		return d.leastLoaded(ctx, ns, false)
 	}
 	key := owners.Key(ns, vault)
 	o, cached := d.owned.Cached(ns, vault)
@@ -387,7 +416,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		e, err := d.owners.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			w, err := d.leastLoaded(ctx, key)
+			w, err := d.leastLoaded(ctx, key, true)
 			if err != nil {
 				return "", err
 			}
@@ -408,7 +437,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		}
 		// The owner's heartbeat expired: hand the vault to a live worker.
 		// The epoch fences the old owner if it comes back.
-		w, err := d.leastLoaded(ctx, key)
+		w, err := d.leastLoaded(ctx, key, true)
 		if err != nil {
 			return "", err
 		}
@@ -438,7 +467,7 @@ func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.O
 	}
 	key := owners.Key(ns, args.Target)
 	if args.Placement == messages.PlacementSpread {
-		t, err := d.leastLoaded(ctx, key)
+		t, err := d.leastLoaded(ctx, key, true)
 		if err != nil {
 			return err
 		}

@@ -24,20 +24,38 @@ import (
 )
 
 // agentUser may publish requests, to the intake or directly to a worker,
-// only in its namespace and read only its own inboxes: the permissions
+// only in its namespace, use only its namespace's transfer bucket, and
+// read only its own inboxes: the permissions
 // docs/nats-permissions.example.conf shows.
 func agentUser(ns string) *server.User {
 	return &server.User{Username: "agent-" + ns, Password: "pw-" + ns, Permissions: &server.Permissions{
-		Publish: &server.SubjectPermission{Allow: []string{messages.SubjectRequest + "." + ns + ".>",
-			messages.SubjectDirect + ".*." + ns + ".>"}},
+		Publish: &server.SubjectPermission{Allow: append([]string{messages.SubjectRequest + "." + ns + ".>",
+			messages.SubjectDirect + ".*." + ns + ".>"}, transferPublish(ns)...)},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX_" + ns + ".>"}},
 	}}
 }
 
-func TestNamespaceConfinement(t *testing.T) {
+// confined is a fleet behind a nats-server with permissions: user
+// "fleet" with every right, one agentUser per namespace, a dispatcher and
+// a worker "w" (store st under home) connected as fleet.
+type confined struct {
+	t    *testing.T
+	ns   *server.Server
+	js   jetstream.JetStream // the fleet's
+	home string
+	st   *vault.Store
+}
+
+// startConfined runs a confined fleet with agents for namespaces until
+// the test ends.
+func startConfined(t *testing.T, namespaces ...string) *confined {
+	t.Helper()
+	users := []*server.User{{Username: "fleet", Password: "fleet"}}
+	for _, n := range namespaces {
+		users = append(users, agentUser(n))
+	}
 	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-		Users: []*server.User{{Username: "fleet", Password: "fleet"}, agentUser("a"), agentUser("b")},
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true, Users: users,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -47,53 +65,57 @@ func TestNamespaceConfinement(t *testing.T) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server did not start")
 	}
-	connect := func(user, pw, inbox string) *nats.Conn {
-		t.Helper()
-		opts := []nats.Option{nats.UserInfo(user, pw)}
-		if inbox != "" {
-			opts = append(opts, nats.CustomInboxPrefix(inbox))
-		}
-		nc, err := nats.Connect(ns.ClientURL(), opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-
-	// The fleet side: a dispatcher and a worker with full rights.
+	c := &confined{t: t, ns: ns, home: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
-	fleetConn := connect("fleet", "fleet", "")
-	js, _ := jetstream.New(fleetConn)
-	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+	fleetConn := c.connect("fleet", "fleet", "")
+	c.js, _ = jetstream.New(fleetConn)
+	if err := embedded.Setup(ctx, c.js, embedded.Topology{}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := dispatcher.New(ctx, fleetConn, dispatcher.Options{ID: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
+	if c.st, err = vault.Open(ctx, filepath.Join(c.home, "store.db"), vault.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	h := handler.New(c.st, handler.Options{Worker: "w"})
+	cleanup, err := worker.Wire(&config.Config{Home: c.home}, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := handler.New(st, handler.Options{Worker: "w"})
-	cfg := &config.Config{Home: home}
-	cleanup, err := worker.Wire(cfg, h, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := worker.NewServer(connect("fleet", "fleet", ""), h, worker.ServeOptions{ID: "w"})
+	srv, err := worker.NewServer(c.connect("fleet", "fleet", ""), h, worker.ServeOptions{ID: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{}, 2)
 	go func() { d.Run(ctx); done <- struct{}{} }()
 	go func() { srv.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done; cleanup(); st.Close() })
+	t.Cleanup(func() { cancel(); <-done; <-done; cleanup(); c.st.Close() })
+	return c
+}
+
+// connect opens a connection as user, with inbox prefix inbox if given.
+func (c *confined) connect(user, pw, inbox string) *nats.Conn {
+	c.t.Helper()
+	opts := []nats.Option{nats.UserInfo(user, pw)}
+	if inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
+	}
+	nc, err := nats.Connect(c.ns.ClientURL(), opts...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestNamespaceConfinement(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("needs /dev/fuse: %v", err)
 	}
+	cf := startConfined(t, "a", "b")
+	connect, js := cf.connect, cf.js
 
 	agentA, _ := client.New(connect("agent-a", "pw-a", "_INBOX_a"))
 	agentB, _ := client.New(connect("agent-b", "pw-b", "_INBOX_b"))
@@ -136,8 +158,8 @@ func TestNamespaceConfinement(t *testing.T) {
 		{messages.OpVaultFork, messages.VaultForkArgs{Target: "stolen"}},
 		{messages.OpExec, messages.ExecArgs{Shell: "cat plan.txt"}},
 	} {
-		if err := short(tc.op, tc.args); !errors.Is(err, client.ErrUnavailable) {
-			t.Errorf("b %s in namespace a: %v, want a refused publish", tc.op, err)
+		if err := short(tc.op, tc.args); !isCode(err, messages.CodePermissionDenied) {
+			t.Errorf("b %s in namespace a: %v, want PERMISSION_DENIED (a refused publish)", tc.op, err)
 		}
 	}
 	// Nor can b listen to a's replies.
@@ -184,4 +206,10 @@ func TestNamespaceConfinement(t *testing.T) {
 	if len(list.Vaults) != 1 {
 		t.Fatalf("namespace a holds %d vaults, want 1 (no fork by b)", len(list.Vaults))
 	}
+}
+
+// isCode reports whether err is a wire error with code c.
+func isCode(err error, c messages.Code) bool {
+	var e *messages.Error
+	return errors.As(err, &e) && e.Code == c
 }

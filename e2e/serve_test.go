@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,27 +24,7 @@ import (
 // serve's home lists all of them and shows both workers.
 func TestServePlusWorkerServeManyAgents(t *testing.T) {
 	home := t.TempDir()
-	serve := exec.Command(binary(t), "serve", "--home", home, "--json", "--id", "main")
-	serve.Stderr = os.Stderr
-	stdout, err := serve.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		serve.Process.Signal(syscall.SIGTERM)
-		serve.Wait()
-		detachMountsUnder(home)
-	})
-	var started struct {
-		URL string `json:"url"`
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || json.Unmarshal([]byte(line), &started) != nil || started.URL == "" {
-		t.Fatalf("avfs serve printed %q (%v)", line, err)
-	}
+	_, started := startServe(t, home, "--id", "main")
 	f := &fleet{t: t, url: started.URL}
 	f.startWorkerProcess(t.TempDir(), "second")
 	f.waitMembers("main", "second")

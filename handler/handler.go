@@ -3,7 +3,9 @@ package handler
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +36,9 @@ type Handler struct {
 	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
+	// objects and maxReply are set in a fleet (UseObjects, objects.go).
+	objects  Objects
+	maxReply int
 	onStop   []func()
 }
 
@@ -140,10 +145,14 @@ func (h *Handler) Meter() metric.MeterProvider { return h.meter }
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
 
-// bind decodes a request's args strictly into A before calling fn.
+// bind decodes a request's args strictly into A before calling fn,
+// refusing text that decoding would change (messages.ValidJSONText).
 func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) func(context.Context, messages.Request) (any, error) {
 	return func(ctx context.Context, req messages.Request) (any, error) {
 		var args A
+		if !messages.ValidJSONText(req.Args) {
+			return nil, messages.Errorf(messages.CodeInvalidPath, "%s: args hold text that is not valid UTF-8 (or an unpaired surrogate escape): avfs refuses such names rather than fold two into one", req.Op)
+		}
 		if len(bytes.TrimSpace(req.Args)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
 			dec := json.NewDecoder(bytes.NewReader(req.Args))
 			dec.DisallowUnknownFields()
@@ -151,8 +160,26 @@ func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any
 				return nil, messages.Errorf(messages.CodeInvalidArgument, "%s: bad args: %v", req.Op, err)
 			}
 		}
+		if req.RequestID != "" {
+			ctx = context.WithValue(ctx, argsHashKey{}, HashArgs(args))
+		}
 		return fn(ctx, req, args)
 	}
+}
+
+// argsHashKey carries the request's HashArgs from bind to meta.
+type argsHashKey struct{}
+
+// HashArgs is the digest of a request's canonical arguments that the
+// request log keeps with its id: the SHA-256 of args decoded into the
+// op's type and encoded again, so spelling (field order, spaces,
+// escapes) does not matter, the values do.
+func HashArgs(args any) string {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(args); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Handle serves one request. It never panics on bad input: every failure
@@ -175,6 +202,10 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 	b, err := json.Marshal(res)
 	if err != nil {
 		rep.Error = ToError(fmt.Errorf("encode result: %w", err))
+		return rep
+	}
+	if h.maxReply > 0 && len(b) > h.maxReply {
+		rep.Error = h.tooLarge("the "+string(req.Op)+" result", int64(len(b)))
 		return rep
 	}
 	rep.Result = b
@@ -215,7 +246,8 @@ func (h *Handler) info(in vault.Info) messages.VaultInfo {
 // meta is the audit identity of a request's changes: who, which request,
 // and the trace of the span serving it.
 func meta(ctx context.Context, req messages.Request) vault.Meta {
-	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)}
+	hash, _ := ctx.Value(argsHashKey{}).(string)
+	return vault.Meta{Actor: req.Actor, RequestID: req.RequestID, ArgsHash: hash, TraceID: telemetry.TraceID(ctx)}
 }
 
 func (h *Handler) vault(req messages.Request) *vault.Vault {
@@ -278,6 +310,15 @@ func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struc
 }
 
 func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
+		return nil, err
+	}
+	if h.objects != nil {
+		if a.Object != "" {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "vault.export names its own object; it takes no args through a fleet")
+		}
+		return h.exportObject(ctx, req)
+	}
 	if a.File == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "export needs a file")
 	}
@@ -289,6 +330,12 @@ func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messa
 }
 
 func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
+		return nil, err
+	}
+	if h.objects != nil {
+		return h.importObject(ctx, req, a.Object)
+	}
 	if a.File == "" {
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
 	}
@@ -316,7 +363,14 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}, meta(ctx, req))
+	o := vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}
+	if err := h.transferArgs(req.Op, "", a.ContentObject); err != nil {
+		return nil, err
+	}
+	if a.ContentObject != "" {
+		return h.writeObject(ctx, req, a, o)
+	}
+	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, o, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +379,17 @@ func (h *Handler) write(ctx context.Context, req messages.Request, a messages.Wr
 
 func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
 	start := time.Now()
+	for _, f := range a.Files {
+		if err := h.transferArgs(req.Op, "", f.ContentObject); err != nil {
+			return nil, err
+		}
+		if f.ContentObject != "" {
+			if err := objectOf(req, f.ContentObject); err != nil {
+				return nil, err
+			}
+			defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, f.ContentObject)
+		}
+	}
 	var out messages.BatchResult
 	err := h.vault(req).Update(ctx, meta(ctx, req), func(tx *vault.Tx) error {
 		out = messages.BatchResult{}
@@ -351,11 +416,12 @@ func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messag
 				}
 				out.Files++
 			case "file", "":
-				if _, err := tx.WriteFile(f.Path, f.Content, vault.WriteOptions{Mode: mode, Parents: true}); err != nil {
+				r, err := h.batchFile(ctx, req, tx, f, vault.WriteOptions{Mode: mode, Parents: true})
+				if err != nil {
 					return err
 				}
 				out.Files++
-				out.Bytes += int64(len(f.Content))
+				out.Bytes += r.Size
 			default:
 				return messages.Errorf(messages.CodeInvalidArgument, "%s: unknown type %q", f.Path, f.Type)
 			}
@@ -396,7 +462,18 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
-func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.PathArgs) (any, error) {
+func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.CatArgs) (any, error) {
+	if h.maxReply > 0 {
+		// Content that cannot fit a reply is never read into memory:
+		// it goes through the transfer bucket, or is refused at once.
+		e, err := h.vault(req).Stat(ctx, a.Path)
+		if err == nil && e.Kind == vault.KindFile && e.Size > int64(h.maxReply) {
+			if !a.Object {
+				return nil, h.tooLarge(e.Path, e.Size)
+			}
+			return h.catObject(ctx, req, a)
+		}
+	}
 	data, e, err := h.vault(req).ReadFile(ctx, a.Path)
 	if err != nil {
 		return nil, err
@@ -408,6 +485,12 @@ func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.Path
 	} else {
 		s := base64.StdEncoding.EncodeToString(data)
 		out.ContentBase64 = &s
+	}
+	if n, ok := h.catFits(out); !ok {
+		if !a.Object {
+			return nil, h.tooLarge("the file.cat result", n)
+		}
+		return h.catObject(ctx, req, a)
 	}
 	return out, nil
 }
@@ -638,10 +721,7 @@ func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages
 	if err != nil {
 		return nil, err
 	}
-	val := a.Value
-	if val != nil && *val < 0 {
-		val = nil
-	}
+	val := a.Value // checked, with the others, by Quota.Validate
 	switch a.Key {
 	case "max_size_mb":
 		q.MaxSizeMB = val

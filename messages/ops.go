@@ -47,6 +47,9 @@ const (
 	OpRunLogs   Op = "run.logs"
 	OpRunKill   Op = "run.kill"
 	OpRunList   Op = "run.list"
+	// OpTransferOpen makes sure the namespace's transfer bucket exists
+	// before a caller puts content in it (fleet only).
+	OpTransferOpen Op = "transfer.open"
 )
 
 // Mutating reports whether op changes state, and so is recorded in the
@@ -54,7 +57,7 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck,
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen,
 		OpRunStatus, OpRunLogs, OpRunList:
 		return false
 	}
@@ -64,7 +67,7 @@ func (o Op) Mutating() bool {
 // NeedsVault reports whether op addresses one existing vault.
 func (o Op) NeedsVault() bool {
 	switch o {
-	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck:
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
 		return false
 	}
 	return true

@@ -51,19 +51,28 @@ const (
 	PlacementSpread = "spread"
 )
 
-// VaultTransferArgs: vault.export and vault.import (File is a path on the
-// machine that serves the request).
+// VaultTransferArgs: vault.export and vault.import. In-process (the CLI
+// without a fleet) File is a path on the caller's machine. Through a
+// fleet no request names a path on the worker's machine: a worker
+// refuses File with INVALID_ARGUMENT. There vault.export takes no args
+// and answers with the export in the namespace's transfer bucket
+// (TransferResult.Object), and vault.import takes Object, the name of an
+// object the caller put in that bucket (TransferBucket).
 type VaultTransferArgs struct {
-	File string `json:"file"`
+	File   string `json:"file,omitempty"`
+	Object string `json:"object,omitempty"`
 }
 
-// WriteArgs: file.write.
+// WriteArgs: file.write. Content travels inline; content too large for
+// one message is put in the namespace's transfer bucket first and named
+// by ContentObject instead (Content then stays empty).
 type WriteArgs struct {
-	Path    string `json:"path"`
-	Content []byte `json:"content"` // base64 in JSON
-	Append  bool   `json:"append,omitempty"`
-	Mode    string `json:"mode,omitempty"` // octal, e.g. "0644"
-	Parents bool   `json:"parents,omitempty"`
+	Path          string `json:"path"`
+	Content       []byte `json:"content"` // base64 in JSON
+	ContentObject string `json:"content_object,omitempty"`
+	Append        bool   `json:"append,omitempty"`
+	Mode          string `json:"mode,omitempty"` // octal, e.g. "0644"
+	Parents       bool   `json:"parents,omitempty"`
 }
 
 // BatchFile is one entry of a write batch.
@@ -71,9 +80,12 @@ type BatchFile struct {
 	Path    string `json:"path"`
 	Type    string `json:"type"` // file | dir | symlink
 	Content []byte `json:"content,omitempty"`
-	Mode    string `json:"mode,omitempty"`
-	Target  string `json:"target,omitempty"`
-	Mtime   string `json:"mtime,omitempty"` // RFC 3339
+	// ContentObject, through a fleet, names content in the namespace's
+	// transfer bucket instead (as WriteArgs.ContentObject).
+	ContentObject string `json:"content_object,omitempty"`
+	Mode          string `json:"mode,omitempty"`
+	Target        string `json:"target,omitempty"`
+	Mtime         string `json:"mtime,omitempty"` // RFC 3339
 }
 
 // WriteBatchArgs: file.write_batch, many entries in one transaction
@@ -82,9 +94,18 @@ type WriteBatchArgs struct {
 	Files []BatchFile `json:"files"`
 }
 
-// PathArgs: file.cat, file.stat.
+// PathArgs: file.stat.
 type PathArgs struct {
 	Path string `json:"path"`
+}
+
+// CatArgs: file.cat. A file whose content does not fit a reply is
+// refused with INVALID_ARGUMENT (details "size" and "max_reply") unless
+// Object is set: then the worker puts it in the namespace's transfer
+// bucket and the result names it (CatResult.Object).
+type CatArgs struct {
+	Path   string `json:"path"`
+	Object bool   `json:"object,omitempty"`
 }
 
 // LsArgs: file.ls.
@@ -135,8 +156,9 @@ type DiffArgs struct {
 	To   string `json:"to,omitempty"`
 }
 
-// QuotaSetArgs: quota.set, one key as in VaultInfo.quota; Value nil or
-// negative clears the limit.
+// QuotaSetArgs: quota.set, one key as in VaultInfo.quota; Value nil
+// clears the limit. A value is 0 to 2^40 (1099511627776) for the MB
+// limits and 0 to 2^60 for max_files; others are INVALID_ARGUMENT.
 type QuotaSetArgs struct {
 	Key   string `json:"key"`
 	Value *int64 `json:"value"`

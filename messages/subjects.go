@@ -103,7 +103,7 @@ func (a AuditArgs) Matches(action, path string) bool {
 // Header names.
 const (
 	HeaderRequestID   = "Avfs-Request-Id"
-	HeaderMsgID       = "Nats-Msg-Id" // JetStream deduplication: set to the request id
+	HeaderMsgID       = "Nats-Msg-Id" // JetStream deduplication: IntakeMsgID
 	HeaderTraceParent = "traceparent"
 	HeaderTraceState  = "tracestate"
 	HeaderDeadline    = "Avfs-Deadline" // RFC 3339 time after which the caller stops waiting
@@ -112,9 +112,20 @@ const (
 	HeaderFenced = "Avfs-Fenced"
 )
 
+// IntakeMsgID is the Nats-Msg-Id a request is published to the intake
+// with: its request id scoped like the request log (namespace and vault),
+// so that two tenants using the same id are never deduplicated against
+// each other.
+func IntakeMsgID(ns, vault, requestID string) string {
+	if vault == "" {
+		vault = NoVault
+	}
+	return ns + "." + vault + "." + requestID
+}
+
 // Fleet plumbing: JetStream streams, KV buckets and the forwarding subject.
 // Requests land in StreamRequests (a work queue, deduplicated by
-// Nats-Msg-Id = request id); a dispatcher moves each to its vault's owner
+// Nats-Msg-Id = IntakeMsgID); a dispatcher moves each to its vault's owner
 // on avfs.v1.work.<worker>.<ns>.<vault>.<op> in StreamWork, which the
 // worker consumes through a consumer filtered on its own id.
 const (

@@ -41,11 +41,31 @@ type DeletedResult struct {
 	Deleted string `json:"deleted"`
 }
 
-// TransferResult: vault.export, vault.import.
+// TransferResult: vault.export, vault.import. File is the file on the
+// caller's machine (in-process; the CLI fills it in after a fleet
+// transfer); Object, through a fleet, is the export to fetch.
 type TransferResult struct {
-	Vault VaultInfo `json:"vault"`
-	File  string    `json:"file"`
-	Bytes int64     `json:"bytes"`
+	Vault  VaultInfo  `json:"vault"`
+	File   string     `json:"file"`
+	Bytes  int64      `json:"bytes"`
+	Object *ObjectRef `json:"object,omitempty"`
+}
+
+// ObjectRef names an object in a namespace's transfer bucket.
+type ObjectRef struct {
+	Bucket string `json:"bucket"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	// Digest is the object store's "SHA-256=<base64url>" of the content.
+	Digest string `json:"digest"`
+}
+
+// TransferOpenResult: transfer.open, the namespace's transfer bucket
+// (created if absent) and its limits.
+type TransferOpenResult struct {
+	Bucket     string `json:"bucket"`
+	MaxBytes   int64  `json:"max_bytes"`
+	TTLSeconds int64  `json:"ttl_seconds"`
 }
 
 // WriteResult: file.write.
@@ -56,12 +76,13 @@ type WriteResult struct {
 }
 
 // CatResult: file.cat. Content is set for UTF-8 text, ContentBase64
-// otherwise.
+// otherwise, Object for content too large for a reply.
 type CatResult struct {
-	Path          string  `json:"path"`
-	Size          int64   `json:"size"`
-	Content       *string `json:"content,omitempty"`
-	ContentBase64 *string `json:"content_base64,omitempty"`
+	Path          string     `json:"path"`
+	Size          int64      `json:"size"`
+	Content       *string    `json:"content,omitempty"`
+	ContentBase64 *string    `json:"content_base64,omitempty"`
+	Object        *ObjectRef `json:"object,omitempty"` // instead of content, when asked (CatArgs.Object)
 }
 
 // Entry describes a file, directory or symlink (file.stat, file.ls).

@@ -73,7 +73,7 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
-			`INSERT INTO ex.requests SELECT r.* FROM requests r JOIN vaults v ON r.namespace = v.namespace AND r.vault = v.name WHERE v.id=?1`,
+			`INSERT INTO ex.requests(` + requestCols + `) SELECT ` + requestCols + ` FROM requests WHERE (namespace, vault) = (SELECT namespace, name FROM vaults WHERE id=?1)`,
 		}
 		if !withChunks {
 			stmts = append(stmts, `INSERT INTO ex.meta(key, value) VALUES('chunks', 'by-hash')`)
@@ -274,6 +274,13 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 		if err := c.QueryRowContext(ctx, `SELECT id FROM im.vaults`).Scan(&oldID); err != nil {
 			return fmt.Errorf("%s holds no vault: %w", file, ErrInvalidArgument)
 		}
+		var ms, mf, mfs sql.NullInt64
+		if err := c.QueryRowContext(ctx, `SELECT max_size_mb, max_files, max_file_size_mb FROM im.vaults`).Scan(&ms, &mf, &mfs); err != nil {
+			return err
+		}
+		if err := (Quota{MaxSizeMB: nullToPtr(ms), MaxFiles: nullToPtr(mf), MaxFileSizeMB: nullToPtr(mfs)}).Validate(); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
 		var off int64
 		if err := c.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM nodes`).Scan(&off); err != nil {
 			return err
@@ -309,7 +316,16 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			return err
 		}
 		if oldNS == ns && oldName == name {
-			if _, err := c.ExecContext(ctx, `INSERT INTO requests SELECT * FROM im.requests WHERE true ON CONFLICT(request_id) DO NOTHING`); err != nil {
+			// An export from before the log was scoped has no args_hash.
+			cols := requestCols
+			var hashed int
+			if err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('requests', 'im') WHERE name='args_hash'`).Scan(&hashed); err != nil {
+				return err
+			}
+			if hashed == 0 {
+				cols = strings.TrimSuffix(cols, ", args_hash")
+			}
+			if _, err := c.ExecContext(ctx, `INSERT INTO requests(`+cols+`) SELECT `+cols+` FROM im.requests WHERE namespace=?1 AND vault=?2 ON CONFLICT(namespace, vault, request_id) DO NOTHING`, ns, name); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
 		}

@@ -26,15 +26,18 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	// Limits are at most MaxQuotaMB<<20 (2^60) and MaxQuotaFiles (2^60)
+	// (Quota.Validate), and usage and growth are sizes of real data, so
+	// comparing by subtraction cannot overflow.
 	q := t.v.quota
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
-	if q.MaxSizeMB != nil && addBytes > 0 && t.v.bytes+addBytes > *q.MaxSizeMB<<20 {
+	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
 		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
 	}
 	used := t.v.files + t.v.dirs
-	if q.MaxFiles != nil && addEntries > 0 && used+addEntries > *q.MaxFiles {
+	if q.MaxFiles != nil && addEntries > 0 && addEntries > *q.MaxFiles-used {
 		return &QuotaError{Limit: "max_files", Max: *q.MaxFiles, Current: used, Requested: used + addEntries}
 	}
 	return nil
@@ -107,6 +110,27 @@ func (t *Tx) create(op, p string, parent []*node, pcomps []string, name string, 
 
 // WriteFile writes data to the file at p, creating it if needed.
 func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, error) {
+	size := func(old int64) int64 {
+		if o.Append {
+			return old + int64(len(data))
+		}
+		return int64(len(data))
+	}
+	return t.putFile(p, o, size, func(n *node, existed bool) error {
+		if o.Append && existed {
+			return t.rewrite(n, n.size, data, n.size+int64(len(data)))
+		}
+		list, err := t.storeContent(data)
+		n.chunks, n.size, n.lazy = list, int64(len(data)), false
+		return err
+	})
+}
+
+// putFile creates or changes the file at p: size gives its new size
+// from its old one (0 for a new file), set stores its content in n (the
+// new node, or the existing one made writable; existed tells which),
+// after the quota allowed that size.
+func (t *Tx) putFile(p string, o WriteOptions, size func(old int64) int64, set func(n *node, existed bool) error) (WriteResult, error) {
 	const op = "write"
 	comps, err := CleanPath(p)
 	if err != nil {
@@ -120,9 +144,10 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	if err != nil {
 		return WriteResult{}, err
 	}
+	exists := len(all) == len(comps)+1
 	var parent []*node
 	if o.Parents {
-		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, int64(len(data)), 1, all)
+		parent, err = t.mkdirAll(op, p, comps[:len(comps)-1], 0o755, size(0), 1, all)
 	} else {
 		parent, err = resolved(op, p, all, len(comps)-1)
 	}
@@ -134,21 +159,21 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 		return WriteResult{}, pathErr(op, p, ErrNotDir)
 	}
 	name := comps[len(comps)-1]
-	exists := len(all) == len(comps)+1
 	clean := JoinPath(comps)
 	if !exists {
 		mode := o.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := t.checkQuota(int64(len(data)), 1, 0, int64(len(data))); err != nil {
+		newSize := size(0)
+		if err := t.checkQuota(newSize, 1, 0, newSize); err != nil {
 			return WriteResult{}, pathErr(op, clean, err)
 		}
-		list, err := t.storeContent(data)
-		if err != nil {
+		n := &node{kind: KindFile, mode: uint32(mode), size: newSize}
+		if err := set(n, false); err != nil {
 			return WriteResult{}, err
 		}
-		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, &node{kind: KindFile, mode: uint32(mode), size: int64(len(data)), chunks: list})
+		n, err := t.create(op, clean, parent, comps[:len(comps)-1], name, n)
 		if err != nil {
 			return WriteResult{}, err
 		}
@@ -165,27 +190,19 @@ func (t *Tx) WriteFile(p string, data []byte, o WriteOptions) (WriteResult, erro
 	case KindSymlink:
 		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a symlink: %w", ErrInvalidArgument))
 	}
-	off, size := int64(0), int64(len(data))
-	if o.Append {
-		off, size = n.size, n.size+int64(len(data))
-	}
+	newSize := size(n.size)
 	chain := append(parent, n)
-	err = t.changeFile(op, clean, chain, comps, size, func(n *node) error {
+	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
 		if o.Mode != 0 {
 			n.mode = uint32(o.Mode.Perm())
 		}
-		if o.Append {
-			return t.rewrite(n, off, data, size)
-		}
-		list, err := t.storeContent(data)
-		n.chunks, n.size, n.lazy = list, size, false
-		return err
+		return set(n, true)
 	})
 	if err != nil {
 		return WriteResult{}, err
 	}
-	t.audit("file.write", clean, map[string]any{"size": size, "append": o.Append})
-	return WriteResult{Path: clean, Size: size, Created: false}, nil
+	t.audit("file.write", clean, map[string]any{"size": newSize, "append": o.Append})
+	return WriteResult{Path: clean, Size: newSize, Created: false}, nil
 }
 
 // changeFile applies fn to the file at the end of chain after checking that

@@ -150,14 +150,7 @@ CREATE TABLE IF NOT EXISTS remote_chunks(
 	hash BLOB NOT NULL,
 	PRIMARY KEY(remote, hash)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS requests(
-	request_id TEXT PRIMARY KEY,
-	namespace TEXT NOT NULL,
-	vault TEXT NOT NULL,
-	op TEXT NOT NULL,
-	result BLOB NOT NULL,
-	created_at INTEGER NOT NULL
-);
+CREATE TABLE IF NOT EXISTS ` + requestsTable + `;
 `
 
 // Open opens (creating if needed) the store database at path.
@@ -176,7 +169,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	q := url.Values{}
@@ -205,6 +198,36 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// createPrivate makes sure the database file exists and only its owner
+// can read it, whatever the umask: it holds every vault's content. Its
+// directory is created 0700 if missing; SQLite gives the -wal and -shm
+// files it creates the database's mode, and ones left wider by an older
+// version are narrowed here.
+func createPrivate(path string) error {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // migrate brings a store created by an older version up to the schema:
 // columns added since are appended, as CREATE TABLE puts them last too.
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -217,7 +240,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return err
 		}
 	}
-	return nil
+	return migrateRequests(ctx, db)
 }
 
 // Close closes the prepared statements and the database.

@@ -76,7 +76,7 @@ func TestMoveByHashSendsOnlyMissingChunks(t *testing.T) {
 		t.Fatalf("moved tree differs:\n got %v\nwant %v", got, want)
 	}
 	// The request log travels: the write is known on b.
-	if _, _, ok, err := b.StoredResult(ctx, "req-1"); err != nil || !ok {
+	if _, ok, err := b.StoredResult(ctx, RequestKey{Namespace: "ns", Vault: "v", ID: "req-1", Op: "file.write"}); err != nil || !ok {
 		t.Fatalf("request log not moved: ok=%v err=%v", ok, err)
 	}
 	// Its history is not new: nothing for the audit stream.

@@ -14,7 +14,10 @@ import (
 type Meta struct {
 	Actor     string
 	RequestID string
-	TraceID   string
+	// ArgsHash is a digest of the request's canonical arguments, logged
+	// with RequestID: the same id with other arguments is a conflict.
+	ArgsHash string
+	TraceID  string
 	// Trace is an opaque serialized span context stored with checkpoints so
 	// that a later restore can link to the span that saved it.
 	Trace string
@@ -248,14 +251,15 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		}
 	}()
 	t := &Tx{ctx: ctx, conn: conn, s: s, meta: meta, now: s.now().UnixNano(), write: true}
+	key := RequestKey{Namespace: ns, Vault: name, ID: meta.RequestID, Op: op, ArgsHash: meta.ArgsHash}
 	if meta.RequestID != "" {
-		var storedOp string
+		var storedOp, storedHash string
 		var stored []byte
-		err := t.row(`SELECT op, result FROM requests WHERE request_id=?`, meta.RequestID).Scan(&storedOp, &stored)
+		err := t.row(sqlLookupRequest, ns, name, meta.RequestID).Scan(&storedOp, &storedHash, &stored)
 		switch {
 		case err == nil:
-			if storedOp != op {
-				return res, false, fmt.Errorf("%s: request id %q was used for %s: %w", op, meta.RequestID, storedOp, ErrConflict)
+			if err := key.check(storedOp, storedHash); err != nil {
+				return res, false, fmt.Errorf("%s: %w", op, err)
 			}
 			if err := json.Unmarshal(stored, &res); err != nil {
 				return res, false, fmt.Errorf("%s: stored result: %w", op, err)
@@ -292,8 +296,8 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		if err != nil {
 			return res, false, fmt.Errorf("%s: encode result: %w", op, err)
 		}
-		if _, err := t.exec(`INSERT INTO requests(request_id, namespace, vault, op, result, created_at) VALUES(?,?,?,?,?,?)`,
-			meta.RequestID, ns, name, op, b, t.now); err != nil {
+		if _, err := t.exec(`INSERT INTO requests(`+requestCols+`) VALUES(?,?,?,?,?,?,?)`,
+			key.ID, key.Namespace, key.Vault, key.Op, b, t.now, key.ArgsHash); err != nil {
 			return res, false, fmt.Errorf("%s: request log: %w", op, err)
 		}
 	}

@@ -82,7 +82,7 @@ func (s *Store) Create(ctx context.Context, ns, name string, q Quota, meta Meta)
 	if err := ValidVaultName(name); err != nil {
 		return Info{}, err
 	}
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return Info{}, err
 	}
 	info, _, err := write(ctx, s, ns, name, meta, "vault.create", false, func(t *Tx) (Info, error) {
@@ -119,10 +119,25 @@ func (t *Tx) insertVault(ns, name string, q Quota, parent sql.NullString, root, 
 	return t.loadVault(ns, name)
 }
 
-func (q Quota) validate() error {
-	for _, p := range []*int64{q.MaxSizeMB, q.MaxFiles, q.MaxFileSizeMB} {
-		if p != nil && *p < 0 {
-			return fmt.Errorf("quota must not be negative: %w", ErrInvalidArgument)
+// The largest quota values accepted: 2^40 MB is 1 EiB, and 2^60 entries
+// far more than a store can hold. Below them the quota arithmetic (MB to
+// bytes, usage plus growth) cannot overflow an int64.
+const (
+	MaxQuotaMB    int64 = 1 << 40
+	MaxQuotaFiles int64 = 1 << 60
+)
+
+// Validate checks q's limits: each is nil (unlimited) or between 0 and
+// MaxQuotaMB (sizes) or MaxQuotaFiles (entries). Every way of setting a
+// quota (vault create, quota set, the wire, the CLI) comes through here.
+func (q Quota) Validate() error {
+	for _, l := range []struct {
+		key string
+		v   *int64
+		max int64
+	}{{"max_size_mb", q.MaxSizeMB, MaxQuotaMB}, {"max_files", q.MaxFiles, MaxQuotaFiles}, {"max_file_size_mb", q.MaxFileSizeMB, MaxQuotaMB}} {
+		if l.v != nil && (*l.v < 0 || *l.v > l.max) {
+			return fmt.Errorf("quota %s %d: want 0 to %d, or none for no limit: %w", l.key, *l.v, l.max, ErrInvalidArgument)
 		}
 	}
 	return nil
@@ -295,7 +310,7 @@ func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
 // SetQuota changes the vault's limits. Lowering a limit below current usage
 // is allowed; it only stops further growth.
 func (v *Vault) SetQuota(ctx context.Context, q Quota, meta Meta) (Quota, error) {
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return Quota{}, err
 	}
 	q2, _, err := write(ctx, v.s, v.namespace, v.name, meta, "quota.set", true, func(t *Tx) (Quota, error) {

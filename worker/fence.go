@@ -66,7 +66,7 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	// A new message id for each return: the intake already holds the
 	// request's own id, and an earlier return's, in its deduplication
 	// window.
-	back.Header.Set(nats.MsgIdHdr, req.RequestID+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
+	back.Header.Set(nats.MsgIdHdr, messages.IntakeMsgID(req.Namespace, req.Vault, req.RequestID)+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
 	back.Header.Set(messages.HeaderFenced, strconv.Itoa(n+1))
 	telemetry.Inject(ctx, back.Header)
 	// A duplicate is this same return made before (this message was

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
@@ -214,16 +215,17 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 	if req.Op != messages.OpVaultFork {
 		return p, nil
 	}
-	if req.RequestID != "" {
-		_, _, replay, err := h.s.h.Store().StoredResult(ctx, req.RequestID)
-		if err != nil {
-			return p, unavailable(req.Vault, err)
-		}
-		p.replay = replay
-	}
 	var a messages.VaultForkArgs
 	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
 		return p, nil // the handler answers the malformed request
+	}
+	if req.RequestID != "" {
+		_, replay, err := h.s.h.Store().StoredResult(ctx, vault.RequestKey{Namespace: req.Namespace, Vault: req.Vault, ID: req.RequestID,
+			Op: string(messages.OpVaultFork), ArgsHash: handler.HashArgs(a)})
+		if err != nil && !errors.Is(err, vault.ErrConflict) { // the handler answers a conflict
+			return p, unavailable(req.Vault, err)
+		}
+		p.replay = replay
 	}
 	t, known, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/mount"
 	"github.com/avfs/avfs/vault"
 )
@@ -88,10 +89,10 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 
 func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, error) {
 	dir := filepath.Join(ms.root, v.Namespace(), v.Name())
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := config.EnsureDir(filepath.Dir(dir)); err != nil { // 0700: under the home
 		return nil, err
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, config.FileMode)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func (p *peers) serve(r micro.Request) {
 		trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("avfs.worker", s.id)))
 	defer span.End()
-	req, perr := parseWork(r.Subject(), r.Data())
+	req, perr := messages.DecodeWork(r.Subject(), r.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
 		attribute.String("avfs.request_id", req.RequestID))
 	if perr == nil && (!fansOut(req.Op) || req.Vault != "") {

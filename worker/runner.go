@@ -176,8 +176,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	}
 	// A granted run replaces the approval_required answer stored under
 	// the same id, so only the first, unapproved run looks it up.
+	key := vault.RequestKey{Namespace: req.Namespace, Vault: req.Vault, ID: req.RequestID, Op: string(messages.OpExec), ArgsHash: handler.HashArgs(a)}
 	if req.RequestID != "" && !approved {
-		if prev, ok, err := r.stored(ctx, req.RequestID); err != nil || ok {
+		if prev, ok, err := r.stored(ctx, key); err != nil || ok {
 			return prev, err
 		}
 	}
@@ -270,7 +271,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			// instead of holding the command twice.
 			if req.RequestID != "" {
 				b, _ := json.Marshal(env)
-				if err := r.store.StoreResult(ctx, req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil {
+				if err := r.store.StoreResult(ctx, key, b); err != nil {
 					return env, err
 				}
 			}
@@ -369,7 +370,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		if approved {
 			store = r.store.ReplaceResult // over the approval_required answer
 		}
-		if err := store(context.WithoutCancel(ctx), req.Namespace, req.Vault, req.RequestID, string(messages.OpExec), b); err != nil && !errors.Is(err, vault.ErrConflict) {
+		if err := store(context.WithoutCancel(ctx), key, b); err != nil && !errors.Is(err, vault.ErrConflict) {
 			return env, err
 		}
 	}
@@ -384,14 +385,11 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// stored returns the envelope recorded for a request id.
-func (r *Runner) stored(ctx context.Context, id string) (messages.Envelope, bool, error) {
-	op, b, ok, err := r.store.StoredResult(ctx, id)
+// stored returns the envelope recorded for request k.
+func (r *Runner) stored(ctx context.Context, k vault.RequestKey) (messages.Envelope, bool, error) {
+	b, ok, err := r.store.StoredResult(ctx, k)
 	if err != nil || !ok {
 		return messages.Envelope{}, false, err
-	}
-	if op != string(messages.OpExec) {
-		return messages.Envelope{}, false, messages.Errorf(messages.CodeConflict, "request id %s was used for %s", id, op)
 	}
 	var env messages.Envelope
 	if err := json.Unmarshal(b, &env); err != nil {

@@ -114,6 +114,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.pr = newPeers(s)
+	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
 	s.h.OnChange(func(op messages.Op, ns, vault string) {
@@ -441,10 +442,11 @@ func (s *Server) process(msg delivery) {
 	defer span.End()
 	s.linkAttempt(ctx, span, msg, attempt)
 	replyTo := msg.replyTo()
-	req, perr := parseWork(msg.Subject(), msg.Data())
+	req, perr := messages.DecodeWork(msg.Subject(), msg.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
 		attribute.String("avfs.vault", req.Vault), attribute.String("avfs.request_id", req.RequestID))
 	if perr != nil {
+		// It can never succeed: answered now, never redelivered.
 		span.SetStatus(codes.Error, string(perr.Code))
 		s.reply(replyTo, messages.Request{}, messages.Reply{RequestID: req.RequestID, Error: perr})
 		msg.Term()
@@ -531,7 +533,7 @@ func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg delivery,
 	if s.attempts == nil || rid == "" || !span.IsRecording() {
 		return
 	}
-	key := attemptKey(rid)
+	key := attemptKey(vaultKey(msg.Subject()) + "." + rid) // scoped like the request log
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	// A rescued request starts over at delivery 1 on its new worker; the
@@ -566,35 +568,4 @@ func attemptKey(rid string) string {
 	}
 	sum := sha256.Sum256([]byte(rid))
 	return hex.EncodeToString(sum[:])
-}
-
-// parseWork decodes a forwarded request. The subject's namespace, vault
-// and op are authoritative: a body claiming another namespace is refused,
-// so NATS permissions on subjects are what confine an agent.
-func parseWork(subj string, body []byte) (messages.Request, *messages.Error) {
-	var req messages.Request
-	if err := json.Unmarshal(body, &req); err != nil {
-		return req, messages.Errorf(messages.CodeInvalidArgument, "malformed request: %v", err)
-	}
-	parts := strings.SplitN(subj, ".", 7)
-	if len(parts) != 7 {
-		return req, messages.Errorf(messages.CodeInvalidArgument, "bad subject %q", subj)
-	}
-	ns, vault, op := parts[4], parts[5], messages.Op(parts[6])
-	if vault == messages.NoVault {
-		vault = ""
-	}
-	if req.Namespace == "" {
-		req.Namespace = ns
-	}
-	if req.Op == "" {
-		req.Op = op
-	}
-	if req.Vault == "" {
-		req.Vault = vault
-	}
-	if req.Namespace != ns || req.Vault != vault || req.Op != op {
-		return req, messages.Errorf(messages.CodePermissionDenied, "request body (%s %s/%s) does not match its subject", req.Op, req.Namespace, req.Vault)
-	}
-	return req, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,6 +56,10 @@ func (n natsClient) Do(ctx context.Context, req messages.Request) (messages.Repl
 		rep, err = n.c.DoOutput(ctx, req, client.StreamTo(w.stdout, w.stderr))
 	} else {
 		rep, err = n.c.Do(ctx, req)
+	}
+	var me *messages.Error
+	if errors.As(err, &me) {
+		return rep, me // refused before it was sent: not a transport failure
 	}
 	if err != nil {
 		return rep, messages.Errorf(messages.CodeUnavailable, "%v", err)

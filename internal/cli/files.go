@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
@@ -40,14 +44,9 @@ func (a *app) fileCmds() []*cobra.Command {
 			args2.Path = args[0]
 			if len(args) == 2 {
 				args2.Content = []byte(args[1])
-			} else {
-				b, err := io.ReadAll(a.stdin)
-				if err != nil {
-					return err
-				}
-				args2.Content = b
+				return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
 			}
-			return call[messages.WriteResult](a, cmd, messages.OpWrite, v, args2)
+			return a.writeFrom(cmd, v, args2, a.stdin)
 		}),
 	}
 	write.Flags().BoolVar(&w.Append, "append", false, "append instead of replacing")
@@ -57,7 +56,14 @@ func (a *app) fileCmds() []*cobra.Command {
 	cat := &cobra.Command{
 		Use: "cat PATH", Short: "Print a file", Args: cobra.ExactArgs(1),
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
-			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.PathArgs{Path: args[0]})
+			fc, err := a.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if fc != nil {
+				return a.catFleet(cmd, fc, v, args[0])
+			}
+			return call[messages.CatResult](a, cmd, messages.OpCat, v, messages.CatArgs{Path: args[0]})
 		}),
 	}
 	var ls messages.LsArgs
@@ -164,17 +170,35 @@ const (
 
 func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	start := time.Now()
+	ctx := cmd.Context()
+	fc, err := a.fleet(ctx)
+	if err != nil {
+		return err
+	}
+	// Through a fleet, a batch must fit one message, and a file that
+	// would not is uploaded on its own and named in the batch.
+	maxBatch, maxInline := batchBytes, math.MaxInt
+	if fc != nil {
+		maxBatch = min(maxBatch, fc.MaxInline()/2)
+		maxInline = maxBatch
+	}
 	var total messages.BatchResult
 	var batch messages.WriteBatchArgs
 	var size int
+	objects := false
 	flush := func() error {
 		if len(batch.Files) == 0 {
 			return nil
 		}
 		var r messages.BatchResult
-		if _, err := a.do(cmd.Context(), messages.OpWriteBatch, v, batch, &r); err != nil {
+		bctx := ctx
+		if objects {
+			bctx = client.ViaIntake(ctx)
+		}
+		if _, err := a.do(bctx, messages.OpWriteBatch, v, batch, &r); err != nil {
 			return err
 		}
+		objects = false
 		total.Files += r.Files
 		total.Dirs += r.Dirs
 		total.Bytes += r.Bytes
@@ -188,6 +212,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	}
 	if !st.IsDir() {
 		return messages.Errorf(messages.CodeNotADirectory, "%s is not a directory", hostDir)
+	}
+	if err := checkHostNames(hostDir); err != nil {
+		return err
 	}
 	err = filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -212,13 +239,20 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 				return err
 			}
 			f.Type, f.Target, f.Mode = "symlink", t, ""
+		case d.Type().IsRegular() && info.Size() > int64(maxInline):
+			name, err := a.uploadFile(ctx, fc, v, p, info.Size())
+			if err != nil {
+				return err
+			}
+			f.Type, f.ContentObject = "file", name
+			objects = true
 		case d.Type().IsRegular():
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
 			f.Type, f.Content = "file", b
-			if size+len(b) > batchBytes {
+			if size+len(b) > maxBatch {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -231,7 +265,9 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 			return nil
 		}
 		batch.Files = append(batch.Files, f)
-		if len(batch.Files) >= batchFiles {
+		// A batch naming an object goes at once: uploads wait in the
+		// transfer bucket, which has a size limit, not in a queue here.
+		if objects || len(batch.Files) >= batchFiles {
 			return flush()
 		}
 		return nil
@@ -245,6 +281,40 @@ func (a *app) importTree(cmd *cobra.Command, v, hostDir, dst string) error {
 	}
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// checkHostNames refuses, before anything is imported, a host tree
+// holding names (or symlink targets) that are not valid UTF-8: the wire
+// would turn each into U+FFFD and fold different names into one, so the
+// import would store fewer files than it read.
+func checkHostNames(hostDir string) error {
+	var bad []string
+	filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // the import's own walk reports it
+		}
+		if !utf8.ValidString(p) {
+			bad = append(bad, p)
+		} else if d.Type()&fs.ModeSymlink != 0 {
+			if t, err := os.Readlink(p); err == nil && !utf8.ValidString(t) {
+				bad = append(bad, p)
+			}
+		}
+		if len(bad) == 10 {
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	quoted := make([]string, len(bad))
+	for i, p := range bad {
+		quoted[i] = strconv.Quote(p)
+	}
+	e := messages.Errorf(messages.CodeInvalidPath, "%s holds names that are not valid UTF-8, e.g. %s: nothing imported (rename them first)", hostDir, quoted[0])
+	e.Details = map[string]any{"paths": quoted}
+	return e
 }
 
 func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
@@ -310,4 +380,20 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 	fmt.Fprintln(a.stderr)
 	total.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 	return a.emit(total)
+}
+
+// uploadFile puts host file p in the transfer bucket for vault v.
+func (a *app) uploadFile(ctx context.Context, fc *client.Client, v, p string, size int64) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	pr := a.bytesProgress("uploading "+filepath.Base(p), size)
+	name, err := fc.Upload(ctx, a.cfg.Namespace, v, f, pr.report)
+	pr.end()
+	if err != nil {
+		return "", &requestError{toErr(err)}
+	}
+	return name, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
 	"github.com/avfs/avfs/handler"
@@ -74,6 +76,12 @@ func connectNATS(c *config.Config, url, name string) (*nats.Conn, error) {
 	case n.User != "":
 		opts = append(opts, nats.UserInfo(n.User, n.Password))
 	}
+	if n.InboxPrefix != "" {
+		if err := client.ValidInboxPrefix(n.InboxPrefix); err != nil {
+			return nil, messages.Errorf(messages.CodeInvalidArgument, "nats.inbox_prefix: %v", err)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(n.InboxPrefix))
+	}
 	if n.TLS.CA != "" {
 		opts = append(opts, nats.RootCAs(n.TLS.CA))
 	}
@@ -98,6 +106,31 @@ func newWorkerID() string {
 		h = "w"
 	}
 	return sanitizeToken(h) + "-" + hex.EncodeToString(b[:])
+}
+
+// homeWorkerID is the worker id kept in $AVFS_HOME/worker-id, made on
+// first use: a `serve` or `worker` restarted on the same home without
+// --id is the same worker, which still owns its vaults and its consumer,
+// so it serves them at once instead of waiting for a stranger's
+// heartbeat to expire.
+func homeWorkerID(home string) (string, error) {
+	path := filepath.Join(home, "worker-id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if id == "" || sanitizeToken(id) != id {
+			return "", messages.Errorf(messages.CodeInvalidArgument, "%s holds %q, not a worker id: fix or remove it", path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	id := newWorkerID()
+	if err := config.WriteFile(path, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("keep worker id: %w", err)
+	}
+	return id, nil
 }
 
 // sanitizeToken keeps a string usable as one NATS subject token.
@@ -144,7 +177,10 @@ func (a *app) serveCmd() *cobra.Command {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
 			}
 			if id == "" {
-				id = newWorkerID()
+				var err error
+				if id, err = homeWorkerID(a.cfg.Home); err != nil {
+					return err
+				}
 			}
 			hs, stopMetrics, err := a.startMetrics(httpAddr)
 			if err != nil {
@@ -158,7 +194,7 @@ func (a *app) serveCmd() *cobra.Command {
 			defer f.stop()
 			info := serveInfo{URL: f.ns.ClientURL(), PID: os.Getpid(), Worker: id}
 			b, _ := json.Marshal(info)
-			if err := os.WriteFile(servePath(a.cfg.Home), b, 0o644); err != nil {
+			if err := config.WriteFile(servePath(a.cfg.Home), b); err != nil {
 				return err
 			}
 			defer os.Remove(servePath(a.cfg.Home))
@@ -181,7 +217,7 @@ func (a *app) serveCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&listen, "listen", "", "host:port for NATS clients (default: a random loopback port)")
 	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz (port 0: any; printed as \"http\")")
-	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: the one kept in $AVFS_HOME/worker-id, made from the hostname and a random suffix on first start)")
 	return c
 }
 
@@ -196,7 +232,11 @@ type fleet struct {
 // startFleet runs the embedded fleet of `avfs serve`: NATS with JetStream
 // under the home, a dispatcher and a worker serving the home's store.
 func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error) {
-	ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: filepath.Join(a.cfg.Home, "nats")})
+	storeDir := filepath.Join(a.cfg.Home, "nats")
+	if err := config.EnsureDir(storeDir); err != nil {
+		return nil, err
+	}
+	ns, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: storeDir})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +255,9 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 		return fail(err)
 	}
 	// One embedded server: a replica each, whatever nats.replicas says.
-	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+	t := a.topology()
+	t.Replicas = 1
+	if err := embedded.Setup(ctx, js, t); err != nil {
 		return fail(err)
 	}
 	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log, Tracer: a.tracer})
@@ -237,6 +279,12 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 		ns.Shutdown()
 	}
 	return f, nil
+}
+
+// topology is the fleet's stream settings from the config.
+func (a *app) topology() embedded.Topology {
+	n := a.cfg.NATS
+	return embedded.Topology{Replicas: n.Replicas, MaxRequestBytes: n.MaxRequestBytes, DLQMaxBytes: n.DLQ.MaxBytes, DLQMaxAge: n.DLQ.MaxAge}
 }
 
 func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
@@ -266,7 +314,7 @@ func (a *app) joinFleet(ctx context.Context, name string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := embedded.Setup(ctx, js, embedded.Topology{Replicas: a.cfg.NATS.Replicas}); err != nil {
+	if err := embedded.Setup(ctx, js, a.topology()); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -284,7 +332,9 @@ func (a *app) workerCmd() *cobra.Command {
 			}
 			defer nc.Close()
 			if id == "" {
-				id = newWorkerID()
+				if id, err = homeWorkerID(a.cfg.Home); err != nil {
+					return err
+				}
 			}
 			hs, stopMetrics, err := a.startMetrics(httpAddr)
 			if err != nil {
@@ -298,7 +348,7 @@ func (a *app) workerCmd() *cobra.Command {
 			return a.runWorker(cmd.Context(), nc, id)
 		},
 	}
-	c.Flags().StringVar(&id, "id", "", "worker id (default: hostname and a random suffix)")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: the one kept in $AVFS_HOME/worker-id, made from the hostname and a random suffix on first start)")
 	c.Flags().StringVar(&httpAddr, "http", "", "host:port serving /metrics (Prometheus) and /healthz")
 	return c
 }

@@ -152,6 +152,9 @@ func (a *app) rootCmd() *cobra.Command {
 				return err
 			}
 			a.cfg, a.viper = cfg, v
+			if w := config.HomeExposed(cfg.Home); w != "" {
+				fmt.Fprintln(a.stderr, "avfs: warning:", w)
+			}
 			t := cfg.Telemetry
 			a.tracer, a.shutdown, err = telemetry.Setup(cmd.Context(), telemetry.Config{
 				Exporter: t.Exporter, Endpoint: t.Endpoint, Headers: t.Headers, Insecure: t.Insecure,
@@ -219,6 +222,9 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	}
 	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
 	if args != nil {
+		if s, bad := messages.InvalidString(args); bad {
+			return nil, &requestError{messages.ErrNotUTF8(s)}
+		}
 		b, err := json.Marshal(args)
 		if err != nil {
 			return nil, err
@@ -274,10 +280,7 @@ func (a *app) setCurrentVault(name string) error {
 	}
 	m[a.cfg.Namespace] = name
 	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.MkdirAll(a.cfg.Home, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(a.usePath(), b, 0o644)
+	return config.WriteFile(a.usePath(), b)
 }
 
 // emit prints a result: compact JSON in JSON mode, else for a person.

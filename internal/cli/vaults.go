@@ -121,6 +121,13 @@ func (a *app) vaultCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			fc, err := a.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if fc != nil {
+				return a.exportFleet(cmd, fc, args[0], file)
+			}
 			a.progress("exporting %s to %s...\n", args[0], file)
 			return call[messages.TransferResult](a, cmd, messages.OpVaultExport, args[0], messages.VaultTransferArgs{File: file})
 		},
@@ -131,6 +138,13 @@ func (a *app) vaultCmd() *cobra.Command {
 			file, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
+			}
+			fc, err := a.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if fc != nil {
+				return a.importFleet(cmd, fc, file, args[1])
 			}
 			a.progress("importing %s as %s...\n", file, args[1])
 			return call[messages.TransferResult](a, cmd, messages.OpVaultImport, args[1], messages.VaultTransferArgs{File: file})

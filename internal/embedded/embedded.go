@@ -55,10 +55,25 @@ func Start(o Options) (*server.Server, error) {
 	return ns, nil
 }
 
-// Topology says how durable the fleet's streams are.
+// Topology says how durable the fleet's streams are and how much they
+// keep. Zero fields take the defaults below.
 type Topology struct {
 	Replicas int // 1 on one server, 3 on a cluster
+	// MaxRequestBytes caps one message of the intake, work and
+	// dead-letter streams: a bigger request is refused at publish.
+	MaxRequestBytes int32
+	// DLQMaxBytes and DLQMaxAge bound the dead-letter stream; the oldest
+	// dead letters go first.
+	DLQMaxBytes int64
+	DLQMaxAge   time.Duration
 }
+
+// Topology defaults (docs/protocol.md, "Limits").
+const (
+	DefaultMaxRequestBytes = 8 << 20   // the max_payload of `avfs serve`
+	DefaultDLQMaxBytes     = 256 << 20 // 256 MiB
+	DefaultDLQMaxAge       = 7 * 24 * time.Hour
+)
 
 // Setup creates (or updates) the fleet's streams and buckets. It is
 // idempotent: every process that joins calls it.
@@ -66,14 +81,25 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if t.Replicas == 0 {
 		t.Replicas = 1
 	}
+	if t.MaxRequestBytes <= 0 {
+		t.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if t.DLQMaxBytes <= 0 {
+		t.DLQMaxBytes = DefaultDLQMaxBytes
+	}
+	if t.DLQMaxAge <= 0 {
+		t.DLQMaxAge = DefaultDLQMaxAge
+	}
 	streams := []jetstream.StreamConfig{
 		{Name: messages.StreamRequests, Subjects: []string{messages.SubjectRequest + ".>"}, Retention: jetstream.WorkQueuePolicy,
-			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
+			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage, MaxMsgSize: t.MaxRequestBytes},
 		{Name: messages.StreamWork, Subjects: []string{messages.SubjectWork + ".>"}, Retention: jetstream.WorkQueuePolicy,
-			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage},
-		// Dead letters stay until an operator replays or drops them.
+			Duplicates: 2 * time.Minute, Replicas: t.Replicas, Storage: jetstream.FileStorage, MaxMsgSize: t.MaxRequestBytes},
+		// Dead letters stay until an operator replays or drops them, or
+		// the limits push the oldest out: no sender can fill the disk.
 		{Name: messages.StreamDLQ, Subjects: []string{messages.SubjectDLQ + ".>"}, Retention: jetstream.LimitsPolicy,
-			Replicas: t.Replicas, Storage: jetstream.FileStorage},
+			Replicas: t.Replicas, Storage: jetstream.FileStorage, MaxMsgSize: t.MaxRequestBytes,
+			MaxBytes: t.DLQMaxBytes, MaxAge: t.DLQMaxAge, Discard: jetstream.DiscardOld},
 		// Audit events for operators to follow: kept by age, deduplicated
 		// by Nats-Msg-Id = <worker>-<store audit id>.
 		{Name: messages.StreamAudit, Subjects: []string{messages.SubjectAudit + ".>"}, Retention: jetstream.LimitsPolicy,

@@ -31,7 +31,7 @@ var ops = []opSpec{
 
 	{messages.OpWrite, typ[messages.WriteArgs](), typ[messages.WriteResult]()},
 	{messages.OpWriteBatch, typ[messages.WriteBatchArgs](), typ[messages.BatchResult]()},
-	{messages.OpCat, typ[messages.PathArgs](), typ[messages.CatResult]()},
+	{messages.OpCat, typ[messages.CatArgs](), typ[messages.CatResult]()},
 	{messages.OpLs, typ[messages.LsArgs](), typ[messages.LsResult]()},
 	{messages.OpStat, typ[messages.PathArgs](), typ[messages.Entry]()},
 	{messages.OpMkdir, typ[messages.MkdirArgs](), typ[messages.PathResult]()},
@@ -61,6 +61,8 @@ var ops = []opSpec{
 	{messages.OpRunLogs, typ[messages.RunLogsArgs](), typ[messages.RunLogsResult]()},
 	{messages.OpRunKill, typ[messages.RunArgs](), typ[messages.RunResult]()},
 	{messages.OpRunList, nil, typ[messages.RunListResult]()},
+
+	{messages.OpTransferOpen, nil, typ[messages.TransferOpenResult]()},
 }
 
 // scope says what the vault token of an op's subject names.

@@ -1,0 +1,40 @@
+package messages
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// DecodeWork decodes a request delivered to a worker on a work, direct
+// or peer subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
+// subject's namespace, vault and op are authoritative: a body claiming
+// others is PERMISSION_DENIED, so NATS permissions on subjects are what
+// confine an agent. A request that can never succeed (CheckRouting) is
+// INVALID_ARGUMENT; the op's args are decoded later, by its handler.
+func DecodeWork(subj string, body []byte) (Request, *Error) {
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, Errorf(CodeInvalidArgument, "malformed request: %v", err)
+	}
+	parts := strings.SplitN(subj, ".", 7)
+	if len(parts) != 7 {
+		return req, Errorf(CodeInvalidArgument, "bad subject %q", subj)
+	}
+	ns, vault, op := parts[4], parts[5], Op(parts[6])
+	if vault == NoVault {
+		vault = ""
+	}
+	if req.Namespace == "" {
+		req.Namespace = ns
+	}
+	if req.Op == "" {
+		req.Op = op
+	}
+	if req.Vault == "" {
+		req.Vault = vault
+	}
+	if req.Namespace != ns || req.Vault != vault || req.Op != op {
+		return req, Errorf(CodePermissionDenied, "request body (%s %s/%s) does not match its subject", req.Op, req.Namespace, req.Vault)
+	}
+	return req, CheckRouting(ns, vault, op, body)
+}
