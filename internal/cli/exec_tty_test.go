@@ -31,7 +31,7 @@ func TestExecStreamsOutputOnATerminal(t *testing.T) {
 		t.Fatalf("exec ended (exit %d) before a was seen:\n%s", c, term.Text())
 	default:
 	}
-	if strings.Contains(screen, "b\n") || strings.Contains(screen, "avfs:") {
+	if strings.Contains(screen, "b\n") || strings.Contains(screen, "avfs: completed") {
 		t.Fatalf("b or the summary shown with a:\n%s", screen)
 	}
 	screen = term.WaitFor(`avfs: completed, exit 0, [0-9.]+m?s, 0 files changed, checkpoint auto-\S+\n`)
