@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,20 @@ func NewRequestID() string {
 // Sending the same request again (same id) is safe: the fleet answers
 // with the first result.
 func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	return c.doOutput(ctx, req, nil)
+}
+
+// DoOutput is Do for an exec.run request that also calls fn with each
+// chunk of the command's output while it runs, in order, before it
+// returns the reply (docs/protocol.md, "Live output"). Chunks are best
+// effort: the envelope in the reply is the record. A redelivered request
+// runs the command again; its chunks carry the next Attempt and start
+// over at Seq 1.
+func (c *Client) DoOutput(ctx context.Context, req messages.Request, fn func(messages.OutputChunk)) (messages.Reply, error) {
+	return c.doOutput(ctx, req, fn)
+}
+
+func (c *Client) doOutput(ctx context.Context, req messages.Request, out func(messages.OutputChunk)) (messages.Reply, error) {
 	if req.RequestID == "" {
 		req.RequestID = NewRequestID()
 	}
@@ -132,7 +147,7 @@ func (c *Client) Do(ctx context.Context, req messages.Request) (messages.Reply, 
 	defer span.End()
 	telemetry.NoteSpan(ctx, span.SpanContext())
 	ctx = telemetry.WithoutLinks(ctx)
-	rep, err := c.do(ctx, subject, req, span)
+	rep, err := c.do(ctx, subject, req, span, out)
 	switch {
 	case err != nil:
 		span.RecordError(err)
@@ -148,10 +163,18 @@ const tracerName = "github.com/avfs/avfs/client"
 
 // send publishes req (encoded as body) to the intake and waits for its
 // reply, learning from the reply's headers which worker owns the vault.
-func (c *Client) send(ctx context.Context, subject string, req messages.Request, body []byte) (messages.Reply, error) {
+// With out, the reply and the output chunks come to one subscription
+// (<inbox>.reply, <inbox>.out), so the chunks, published before the
+// reply, are all seen first.
+func (c *Client) send(ctx context.Context, subject string, req messages.Request, body []byte, out func(messages.OutputChunk)) (messages.Reply, error) {
 	inbox := c.nc.NewInbox()
 	ctx, stop := c.whileAllowed(ctx, subject, inbox)
 	defer stop()
+	replyTo, outTo := inbox, ""
+	if out != nil {
+		replyTo, outTo = inbox+".reply", inbox+".out"
+		inbox += ".*"
+	}
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -161,7 +184,10 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 	msg.Data = body
 	telemetry.Inject(ctx, msg.Header)
 	msg.Header.Set(messages.HeaderRequestID, req.RequestID)
-	msg.Header.Set(messages.HeaderReplyTo, inbox)
+	msg.Header.Set(messages.HeaderReplyTo, replyTo)
+	if outTo != "" {
+		msg.Header.Set(messages.HeaderOutputTo, outTo)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		msg.Header.Set(messages.HeaderDeadline, dl.UTC().Format(time.RFC3339Nano))
 	}
@@ -186,6 +212,12 @@ func (c *Client) send(ctx context.Context, subject string, req messages.Request,
 		return messages.Reply{}, fmt.Errorf("%w: publish %s: %v", ErrUnavailable, req.Op, err)
 	}
 	m, err := sub.NextMsgWithContext(ctx)
+	for ; err == nil && outTo != "" && m.Subject == outTo; m, err = sub.NextMsgWithContext(ctx) {
+		var ch messages.OutputChunk
+		if json.Unmarshal(m.Data, &ch) == nil {
+			out(ch)
+		}
+	}
 	if e := denied(ctx); e != nil {
 		return messages.Reply{RequestID: req.RequestID, Error: e}, nil
 	}
@@ -243,6 +275,55 @@ func (c *Client) Exec(ctx context.Context, ns, vault string, args messages.ExecA
 	var env messages.Envelope
 	err := c.Call(ctx, ns, vault, messages.OpExec, args, &env)
 	return env, err
+}
+
+// ExecStream is Exec that also writes the command's output to stdout and
+// stderr (either may be nil) as the command produces it. A redelivered
+// request runs the command again, and its output is written again after
+// a line on stderr saying so.
+func (c *Client) ExecStream(ctx context.Context, ns, vault string, args messages.ExecArgs, stdout, stderr io.Writer) (messages.Envelope, error) {
+	var env messages.Envelope
+	err := call(ctx, outputDoer{c, StreamTo(stdout, stderr)}, messages.Request{Op: messages.OpExec, Namespace: ns, Vault: vault}, args, &env)
+	return env, err
+}
+
+// StreamTo returns a DoOutput callback that writes stdout and stderr
+// chunks to the writers (nil drops a stream), in order, and says on
+// stderr when a chunk was lost or a new attempt started over.
+func StreamTo(stdout, stderr io.Writer) func(messages.OutputChunk) {
+	attempt, seq := 0, int64(0)
+	return func(ch messages.OutputChunk) {
+		switch {
+		case attempt != 0 && ch.Attempt != attempt:
+			note(stderr, "\n[avfs: attempt %d runs the command again]\n", ch.Attempt)
+		case ch.Seq > seq+1:
+			note(stderr, "\n[avfs: %d output chunks lost; the envelope has the output]\n", ch.Seq-seq-1)
+		}
+		attempt, seq = ch.Attempt, ch.Seq
+		w := stdout
+		if ch.Stream == messages.StreamStderr {
+			w = stderr
+		}
+		if w != nil {
+			w.Write(ch.Data)
+		}
+	}
+}
+
+func note(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format, args...)
+	}
+}
+
+// outputDoer sends through DoOutput.
+type outputDoer struct {
+	c  *Client
+	fn func(messages.OutputChunk)
+}
+
+func (d outputDoer) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	return d.c.DoOutput(ctx, req, d.fn)
 }
 
 // Fork forks src into dst.

@@ -140,7 +140,7 @@ var errUseIntake = errors.New("worker says use the intake")
 
 // do sends req directly when a route is known, else, or when the direct
 // attempt gives no answer, through the intake.
-func (c *Client) do(ctx context.Context, subject string, req messages.Request, span trace.Span) (messages.Reply, error) {
+func (c *Client) do(ctx context.Context, subject string, req messages.Request, span trace.Span, out func(messages.OutputChunk)) (messages.Reply, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return messages.Reply{}, err
@@ -162,5 +162,5 @@ func (c *Client) do(ctx context.Context, subject string, req messages.Request, s
 		}
 	}
 	span.SetAttributes(attribute.String("avfs.path", "intake"))
-	return c.send(ctx, subject, req, body)
+	return c.send(ctx, subject, req, body, out)
 }

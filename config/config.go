@@ -76,6 +76,9 @@ type Exec struct {
 	Grace     time.Duration `mapstructure:"grace"`
 	MaxOutput int           `mapstructure:"max_output"`
 	EnvAllow  []string      `mapstructure:"env_allow"`
+	// MaxRuns is how many background runs (exec --detach) a vault may
+	// have going at once.
+	MaxRuns int `mapstructure:"max_runs"`
 }
 
 // Sandbox says how exec confines commands (README: "Sandbox").
@@ -161,6 +164,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("exec.grace", 5*time.Second)
 	v.SetDefault("exec.max_output", 1<<20)
 	v.SetDefault("exec.env_allow", []string{})
+	v.SetDefault("exec.max_runs", 4)
 	v.SetDefault("sandbox.mode", "namespaces")
 	v.SetDefault("sandbox.fallback", false)
 	v.SetDefault("sandbox.network", false)

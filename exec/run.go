@@ -62,6 +62,10 @@ type Spec struct {
 	// Sandbox, if set, confines the command to namespaces of its own (see
 	// Sandbox); Dir must then be a path the sandbox binds.
 	Sandbox *Sandbox
+	// Stdout and Stderr, when set, also receive each stream as it is
+	// read, uncapped, for callers that show output live. A write error
+	// is ignored; a slow writer slows the command, whose pipe fills.
+	Stdout, Stderr io.Writer
 }
 
 // Result is what happened to a command. Stdout and Stderr keep the first
@@ -160,8 +164,8 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 
 	stdout, stderr := newCapBuffer(s.MaxOutput), newCapBuffer(s.MaxOutput)
 	var drains sync.WaitGroup
-	drains.Go(func() { drain(outR, stdout) })
-	drains.Go(func() { drain(errR, stderr) })
+	drains.Go(func() { drain(outR, stdout, s.Stdout) })
+	drains.Go(func() { drain(errR, stderr, s.Stderr) })
 	drained := make(chan struct{})
 	go func() { drains.Wait(); close(drained) }()
 
@@ -295,14 +299,17 @@ func (f *stdinFeeder) Close() {
 	}
 }
 
-// drain copies r into b until EOF or a read error (including the deadline
-// set when draining is cut short). b never fails a write, so the writer is
-// never stalled by capping.
-func drain(r *os.File, b *capBuffer) {
+// drain copies r into b, and into tee if set, until EOF or a read error
+// (including the deadline set when draining is cut short). b never fails
+// a write, so the writer is never stalled by capping.
+func drain(r *os.File, b *capBuffer, tee io.Writer) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
 		b.Write(buf[:n])
+		if tee != nil && n > 0 {
+			_, _ = tee.Write(buf[:n])
+		}
 		if err != nil {
 			return
 		}

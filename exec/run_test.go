@@ -403,3 +403,38 @@ func TestEnterDirChangesDirectoryAfterStart(t *testing.T) {
 		t.Fatalf("missing program with EnterDir: %v, want ErrStart", err)
 	}
 }
+
+// chanWriter reports each write on a channel; safe for one writer.
+type chanWriter chan string
+
+func (c chanWriter) Write(p []byte) (int, error) { c <- string(p); return len(p), nil }
+
+func TestRunTeesOutputWhileTheCommandRuns(t *testing.T) {
+	out, errw := make(chanWriter, 16), make(chanWriter, 16)
+	done := make(chan exec.Result, 1)
+	gate := filepath.Join(t.TempDir(), "gate")
+	go func() {
+		// The command waits for a file the test creates only after it saw
+		// the first line: a tee that delivered at the end would deadlock
+		// until the timeout.
+		res, _ := exec.Run(context.Background(), exec.Spec{Shell: "echo a; echo e >&2; while [ ! -e " + gate + " ]; do sleep 0.01; done; echo b",
+			Env: hostEnv(), Timeout: 10 * time.Second, Stdout: out, Stderr: errw})
+		done <- res
+	}()
+	if got := <-out; got != "a\n" {
+		t.Fatalf("first stdout chunk %q, want a", got)
+	}
+	if got := <-errw; got != "e\n" {
+		t.Fatalf("first stderr chunk %q, want e", got)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if got := <-out; got != "b\n" {
+		t.Fatalf("second stdout chunk %q, want b", got)
+	}
+	if string(res.Stdout) != "a\nb\n" || string(res.Stderr) != "e\n" {
+		t.Fatalf("captured %q / %q", res.Stdout, res.Stderr)
+	}
+}

@@ -39,6 +39,20 @@ type Handler struct {
 	// objects and maxReply are set in a fleet (UseObjects, objects.go).
 	objects  Objects
 	maxReply int
+	onStop   []func()
+}
+
+// OnStop registers fn to run when the process serving h stops taking
+// work (Stop): layers that run work of their own in the background (the
+// worker's background runs) end it there, before the process hands its
+// vaults on. Register hooks before serving.
+func (h *Handler) OnStop(fn func()) { h.onStop = append(h.onStop, fn) }
+
+// Stop runs the OnStop hooks, in order; each returns once its work ended.
+func (h *Handler) Stop() {
+	for _, fn := range h.onStop {
+		fn()
+	}
 }
 
 // OnChange registers fn to run after every successful mutating request on
@@ -184,7 +198,9 @@ func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep message
 		rep.Error = ToError(err)
 		return rep
 	}
-	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec {
+	// An exec tells the mounts itself; starting or killing a run changes
+	// no file by itself.
+	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec && req.Op != messages.OpRunStart && req.Op != messages.OpRunKill {
 		h.Changed(req.Op, req.Namespace, req.Vault)
 	}
 	b, err := json.Marshal(res)

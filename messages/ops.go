@@ -61,6 +61,11 @@ const (
 	OpApprovalShow  Op = "approval.show"
 	OpPolicyCheck   Op = "policy.check"
 
+	OpRunStart  Op = "run.start"
+	OpRunStatus Op = "run.status"
+	OpRunLogs   Op = "run.logs"
+	OpRunKill   Op = "run.kill"
+	OpRunList   Op = "run.list"
 	// OpTransferOpen makes sure the namespace's transfer bucket exists
 	// before a caller puts content in it (fleet only).
 	OpTransferOpen Op = "transfer.open"
@@ -77,7 +82,8 @@ const (
 func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
-		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
+		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen,
+		OpRunStatus, OpRunLogs, OpRunList:
 		return false
 	}
 	return true

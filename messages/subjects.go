@@ -140,6 +140,10 @@ const (
 	BucketAttempts = "avfs_attempts"
 	// HeaderReplyTo is the inbox on which the caller waits for the Reply.
 	HeaderReplyTo = "Avfs-Reply-To"
+	// HeaderOutputTo, on an exec.run request, is an inbox to which the
+	// worker publishes the command's output as OutputChunk messages
+	// while it runs, before the Reply.
+	HeaderOutputTo = "Avfs-Output-To"
 )
 
 // PullExpiry is how long the dispatchers' and workers' pull requests on

@@ -33,10 +33,25 @@ type Mounts struct {
 type activeMount struct {
 	mnt *mount.Mount
 	// run serialises commands in one vault: requests to a vault apply in
-	// order, one at a time. flock extends that to other processes.
-	run  sync.Mutex
+	// order, one at a time, and background runs take turns. Holding its
+	// one token is holding the lock; a channel, so that a run killed
+	// while it waits for its turn stops waiting. flock extends that to
+	// other processes.
+	run  chan struct{}
 	lock *os.File
 }
+
+// lockRun takes am's run lock, or gives up when ctx ends.
+func (am *activeMount) lockRun(ctx context.Context) error {
+	select {
+	case am.run <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (am *activeMount) unlockRun() { <-am.run }
 
 // NewMounts returns a mount manager rooted at root.
 func NewMounts(root string, log *slog.Logger) *Mounts {
@@ -57,10 +72,10 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 		// Unmounted from outside, or its server stopped: a dead mount
 		// would fail the command with ENOTCONN. Mount it again.
 		ms.log.Warn("mount found dead: mounting again", "dir", am.mnt.Dir())
-		am.run.Lock()
+		am.run <- struct{}{} // wait for a command still running in it
 		ms.close(am)
 		am.lock.Close()
-		am.run.Unlock()
+		<-am.run
 		delete(ms.m, key(v.Namespace(), v.Name()))
 		ok = false
 	}
@@ -74,21 +89,23 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 		ms.m[key(v.Namespace(), v.Name())] = am
 	}
 	ms.mu.Unlock()
-	am.run.Lock()
+	if err := am.lockRun(ctx); err != nil {
+		return nil, nil, err
+	}
 	if err := unix.Flock(int(am.lock.Fd()), unix.LOCK_EX); err != nil {
-		am.run.Unlock()
+		am.unlockRun()
 		return nil, nil, fmt.Errorf("lock vault %s: %w", v.Name(), err)
 	}
 	// Changes made elsewhere (another process, another worker's store
 	// copy pulled in) must be in the mount before the command runs.
 	if err := am.mnt.Refresh(ctx); err != nil {
 		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
-		am.run.Unlock()
+		am.unlockRun()
 		return nil, nil, fmt.Errorf("refresh mount of %s: %w", v.Name(), err)
 	}
 	return am, func() {
 		unix.Flock(int(am.lock.Fd()), unix.LOCK_UN)
-		am.run.Unlock()
+		am.unlockRun()
 	}, nil
 }
 
@@ -122,7 +139,7 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 		lock.Close()
 		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)
 	}
-	return &activeMount{mnt: m, lock: lock}, nil
+	return &activeMount{mnt: m, lock: lock, run: make(chan struct{}, 1)}, nil
 }
 
 // Refresh brings the mount of ns/name, if any, up to date after a change
@@ -156,8 +173,8 @@ func (ms *Mounts) Release(ns, name string) error {
 	if am == nil {
 		return nil
 	}
-	am.run.Lock()
-	defer am.run.Unlock()
+	am.lockRun(context.Background())
+	defer am.unlockRun()
 	defer am.lock.Close()
 	return ms.close(am)
 }
@@ -186,10 +203,10 @@ func (ms *Mounts) Close() error {
 		errs = append(errs, um.mnt.Close())
 	}
 	for _, am := range all {
-		am.run.Lock()
+		am.lockRun(context.Background())
 		errs = append(errs, ms.close(am))
 		am.lock.Close()
-		am.run.Unlock()
+		am.unlockRun()
 	}
 	return errors.Join(errs...)
 }

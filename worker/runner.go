@@ -41,6 +41,10 @@ type Config struct {
 	// Meter records exec outcomes, durations and running commands; nil
 	// means none.
 	Meter metric.MeterProvider
+	// RunsDir keeps the records and logs of background runs (runs.go);
+	// "" serves no run.* ops.
+	RunsDir string
+	MaxRuns int // concurrent background runs per vault; default DefaultMaxRuns
 }
 
 // Runner runs commands in vaults.
@@ -54,6 +58,7 @@ type Runner struct {
 	tracer trace.Tracer
 	m      execMetrics
 	now    func() time.Time
+	runs   *runs // nil without Config.RunsDir
 }
 
 // NewRunner returns a Runner. mounts may be shared with other runners of
@@ -82,8 +87,12 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	}
 	// The mounts of other vaults are never a command's business.
 	cfg.Sandbox.Hide = append(slices.Clone(cfg.Sandbox.Hide), mounts.root)
-	return &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
+	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
+	if cfg.RunsDir != "" {
+		r.runs = newRuns(r, cfg.RunsDir, cfg.MaxRuns)
+	}
+	return r
 }
 
 // Register plugs exec, approvals and policy checks into h, and keeps
@@ -104,8 +113,14 @@ func (r *Runner) Register(h *handler.Handler) {
 	handler.Register(h, messages.OpApprovalGrant, r.approvalGrant)
 	handler.Register(h, messages.OpApprovalDeny, r.approvalDeny)
 	r.registerUserMounts(h)
+	if r.runs != nil {
+		r.runs.register(h)
+	}
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
+			if r.runs != nil {
+				r.runs.stopVault(ns, name) // they hold the mount Release waits for
+			}
 			r.mounts.Release(ns, name)
 			return
 		}
@@ -296,6 +311,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.Sandbox = &plan.info
 	if a.Stdin != nil {
 		spec.Stdin = strings.NewReader(string(a.Stdin))
+	}
+	if fn := outputFrom(ctx); fn != nil {
+		spec.Stdout, spec.Stderr = streamWriter{fn, messages.StreamStdout}, streamWriter{fn, messages.StreamStderr}
 	}
 	ectx, span := r.tracer.Start(ctx, "exec")
 	r.m.running.Add(ctx, 1)

@@ -24,6 +24,7 @@ type fixture struct {
 	t  testing.TB
 	h  *handler.Handler
 	st *vault.Store
+	r  *Runner
 	n  int
 }
 
@@ -44,14 +45,16 @@ func newPolicyFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 	}
 	h := handler.New(st, handler.Options{})
 	mounts := NewMounts(filepath.Join(home, "mnt"), nil)
-	NewRunner(st, pol, mounts, cfg, nil).Register(h)
+	r := NewRunner(st, pol, mounts, cfg, nil)
+	r.Register(h)
 	t.Cleanup(func() {
+		r.Close()
 		if err := mounts.Close(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
 		st.Close()
 	})
-	return &fixture{t: t, h: h, st: st}
+	return &fixture{t: t, h: h, st: st, r: r}
 }
 
 // do sends one request and decodes its result into out; it fails the test

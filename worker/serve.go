@@ -115,6 +115,13 @@ func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.pr = newPeers(s)
 	s.useObjects()
+	// A background run changes its vault after its request was answered;
+	// it reports the change when it ends.
+	s.h.OnChange(func(op messages.Op, ns, vault string) {
+		if op == messages.OpExec {
+			s.ho.markDirty(vkey{ns, vault})
+		}
+	})
 	return s
 }
 
@@ -210,6 +217,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			close(s.stop)
 			s.wg.Wait()
+			s.h.Stop() // end the background runs, so drain pushes their changes
 			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
@@ -478,7 +486,11 @@ func (s *Server) process(msg delivery) {
 	if p, e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
-		rep = s.handle(handler.WithAttempt(ctx, attempt), req)
+		hctx := handler.WithAttempt(ctx, attempt)
+		if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
+			hctx = WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
+		}
+		rep = s.handle(hctx, req)
 		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)

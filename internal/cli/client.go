@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"go.opentelemetry.io/otel/trace"
@@ -54,7 +55,13 @@ func storeOptions(c *config.Config) vault.Options {
 type natsClient struct{ c *client.Client }
 
 func (n natsClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
-	rep, err := n.c.Do(ctx, req)
+	var rep messages.Reply
+	var err error
+	if w, ok := ctx.Value(streamKey{}).(streamTo); ok {
+		rep, err = n.c.DoOutput(ctx, req, client.StreamTo(w.stdout, w.stderr))
+	} else {
+		rep, err = n.c.Do(ctx, req)
+	}
 	var me *messages.Error
 	if errors.As(err, &me) {
 		return rep, me // refused before it was sent: not a transport failure
@@ -68,7 +75,28 @@ func (n natsClient) Do(ctx context.Context, req messages.Request) (messages.Repl
 func (n natsClient) Close() error { return n.c.Close() }
 
 func (l *localClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	if w, ok := ctx.Value(streamKey{}).(streamTo); ok {
+		ctx = worker.WithOutput(ctx, func(stream string, p []byte) {
+			if stream == messages.StreamStderr {
+				w.stderr.Write(p)
+			} else {
+				w.stdout.Write(p)
+			}
+		})
+	}
 	return l.h.Handle(ctx, req), nil
+}
+
+// streamTo is where an exec's output goes while it runs, put in the
+// request's context with withStream; both clients honour it.
+type streamTo struct{ stdout, stderr io.Writer }
+
+type streamKey struct{}
+
+// withStream asks for the output of the exec sent under ctx to be
+// written to stdout and stderr as the command produces it.
+func withStream(ctx context.Context, stdout, stderr io.Writer) context.Context {
+	return context.WithValue(ctx, streamKey{}, streamTo{stdout, stderr})
 }
 
 func (l *localClient) Close() error {

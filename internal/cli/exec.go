@@ -15,7 +15,7 @@ func (a *app) execCmd() *cobra.Command {
 	var args messages.ExecArgs
 	var env []string
 	var timeout string
-	var stdin bool
+	var stdin, detach bool
 	c := &cobra.Command{
 		Use:   "exec [flags] [--shell STRING | -- ARGV...]",
 		Short: "Run a policy-checked command in the vault and print its ExecutionEnvelope",
@@ -23,7 +23,19 @@ func (a *app) execCmd() *cobra.Command {
 decides first (allow, allow_with_checkpoint, deny, require_approval); a
 checkpoint is taken before mutating commands; the envelope reports exit code,
 captured output and every file the command changed. avfs exits with the
-command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
+command's exit code, 124 when it timed out, 125 when avfs refused or failed.
+
+On a terminal the command's output appears as it is written (stdout to
+stdout, stderr to stderr), followed by one line on stderr: status, exit code,
+duration, files changed, checkpoint. With --json, or when stdout is not a
+terminal, avfs prints the envelope only.
+
+--detach starts a background run and prints its id at once; see avfs run.
+Runs live in the server (avfs serve, or a fleet's worker), so --detach needs
+one: without a server there is no process to own the run.`,
+		Example: `  avfs exec -- sh -c 'echo a; sleep 4; echo b'
+  avfs exec --shell 'cargo test' --timeout 10m
+  avfs exec --detach -- cargo build --release`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, argv []string) error {
 			x := args
 			x.Argv = argv
@@ -54,17 +66,24 @@ command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
 				}
 				x.Env[k] = val
 			}
+			if detach {
+				return a.startRun(cmd, v, x)
+			}
+			ctx := cmd.Context()
+			if !a.json {
+				// A person at a terminal sees the output as it comes,
+				// then one line about the run instead of the envelope.
+				ctx = withStream(ctx, a.stdout, a.stderr)
+			}
 			var out messages.Envelope
-			raw, err := a.do(cmd.Context(), messages.OpExec, v, x, &out)
+			raw, err := a.do(ctx, messages.OpExec, v, x, &out)
 			if err != nil {
 				return err
 			}
 			if a.json {
 				fmt.Fprintf(a.stdout, "%s\n", raw)
 			} else {
-				fmt.Fprint(a.stdout, out.Stdout)
-				fmt.Fprint(a.stderr, out.Stderr)
-				fmt.Fprintf(a.stdout, "%s\n", raw)
+				fmt.Fprint(a.stderr, execSummary(out))
 			}
 			if code := exitCode(out); code != 0 {
 				return &exitError{code}
@@ -79,7 +98,64 @@ command's exit code, 124 when it timed out, 125 when avfs refused or failed.`,
 	f.StringArrayVar(&env, "env", nil, "K=V added to the command's environment (repeatable)")
 	f.StringVar(&args.Shell, "shell", "", "run this shell string with /bin/sh -c (every command in it is policy-checked)")
 	f.BoolVar(&stdin, "stdin", false, "pass avfs's stdin to the command (default: closed)")
+	f.BoolVar(&detach, "detach", false, "start a background run, print its id and return (needs a server: avfs serve)")
 	return c
+}
+
+// execSummary is what a person reads on stderr after a streamed exec: one
+// line about the run, and for a refused command the next one to type.
+func execSummary(e messages.Envelope) string {
+	dur := (time.Duration(e.DurationMS) * time.Millisecond).String()
+	switch e.Status {
+	case messages.StatusDenied:
+		return fmt.Sprintf("avfs: denied by policy rule %s: %s\n  see the decision: avfs policy check %s\n", e.Decision.Rule, e.Decision.Reason, commandArgs(e))
+	case messages.StatusApprovalRequired:
+		return fmt.Sprintf("avfs: approval required by policy rule %s: %s\n  to run it: avfs approval grant %s\n", e.Decision.Rule, e.Decision.Reason, deref(e.ApprovalID))
+	case messages.StatusFailedToStart:
+		return fmt.Sprintf("avfs: failed to start: %s\n", e.Error)
+	}
+	parts := []string{strings.ReplaceAll(e.Status, "_", " ")}
+	switch {
+	case e.ExitCode != nil:
+		parts = append(parts, fmt.Sprintf("exit %d", *e.ExitCode))
+	case e.Signal != nil:
+		parts = append(parts, "killed by "+*e.Signal)
+	}
+	parts = append(parts, dur)
+	if c := e.Changes; c != nil {
+		n := len(c.Added) + len(c.Modified) + len(c.Deleted)
+		changed := fmt.Sprintf("%d files changed", n)
+		if n == 1 {
+			changed = "1 file changed"
+		}
+		if n > 0 {
+			changed += fmt.Sprintf(" (%d added, %d modified, %d deleted)", len(c.Added), len(c.Modified), len(c.Deleted))
+		}
+		parts = append(parts, changed)
+	}
+	if e.Checkpoint != nil {
+		parts = append(parts, "checkpoint "+*e.Checkpoint)
+	} else {
+		parts = append(parts, "no checkpoint")
+	}
+	return "avfs: " + strings.Join(parts, ", ") + "\n"
+}
+
+// commandArgs is the envelope's command as a person types it after
+// exec or policy check: --shell 'STRING' or -- ARGV..., quoted for sh.
+func commandArgs(e messages.Envelope) string {
+	if e.Shell != nil {
+		return "--shell " + shellQuote(*e.Shell)
+	}
+	return "-- " + runCommand(messages.RunInfo{Command: e.Command})
+}
+
+// shellQuote quotes w for sh when it holds anything but plain characters.
+func shellQuote(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
 
 // exitCode maps an envelope to avfs's exit status, as timeout(1) and
@@ -174,4 +250,31 @@ func (a *app) policyCmd() *cobra.Command {
 	check.Flags().StringVar(&shell, "shell", "", "a shell string to classify")
 	c.AddCommand(check, a.policyShowCmd())
 	return c
+}
+
+// startRun is exec --detach: it starts a background run in the server and
+// prints its id. Without a server the run would die with this process, so
+// it is refused instead of pretending.
+func (a *app) startRun(cmd *cobra.Command, v string, x messages.ExecArgs) error {
+	c, err := a.connect(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if _, local := c.(*localClient); local {
+		return &requestError{messages.Errorf(messages.CodeUnavailable,
+			"exec --detach needs a running server to own the run (start one with `avfs serve`, or pass --nats URL): in local mode the run would end with this command")}
+	}
+	var out messages.RunResult
+	raw, err := a.do(cmd.Context(), messages.OpRunStart, v, x, &out)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		_, err := fmt.Fprintf(a.stdout, "%s\n", raw)
+		return err
+	}
+	fmt.Fprintln(a.stdout, out.Run.ID)
+	fmt.Fprintf(a.stderr, "avfs: started %s in vault %s\n  follow: avfs run logs --vault %s %s --follow\n  wait:   avfs run wait --vault %s %s\n",
+		out.Run.ID, v, v, out.Run.ID, v, out.Run.ID)
+	return nil
 }

@@ -16,16 +16,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// TestMain lets the test binary stand in for avfs: started with
-// AVFS_TEST_AS_AVFS=1 (by a shell in a terminal test, through a symlink
-// named avfs) it runs the command line instead of the tests.
-func TestMain(m *testing.M) {
-	if os.Getenv("AVFS_TEST_AS_AVFS") == "1" {
-		os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, Options{}))
-	}
-	os.Exit(m.Run())
-}
-
 // screen collects what a pty shows.
 type screen struct{ syncBuffer }
 

@@ -140,7 +140,7 @@ func generate(src *source) (map[string][]byte, error) {
 			return nil, err
 		}
 	}
-	for _, t := range []reflect.Type{typ[messages.Request](), typ[messages.Reply](), typ[messages.Error](), typ[messages.Envelope]()} {
+	for _, t := range []reflect.Type{typ[messages.Request](), typ[messages.Reply](), typ[messages.Error](), typ[messages.Envelope](), typ[messages.OutputChunk]()} {
 		if err := add(t, false); err != nil {
 			return nil, err
 		}

@@ -75,6 +75,11 @@ var ops = []opSpec{
 	{messages.OpApprovalDeny, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
 	{messages.OpApprovalShow, typ[messages.ApprovalArgs](), typ[messages.ApprovalResult]()},
 	{messages.OpPolicyCheck, typ[messages.PolicyCheckArgs](), typ[messages.PolicyCheckResult]()},
+	{messages.OpRunStart, typ[messages.ExecArgs](), typ[messages.RunResult]()},
+	{messages.OpRunStatus, typ[messages.RunArgs](), typ[messages.RunResult]()},
+	{messages.OpRunLogs, typ[messages.RunLogsArgs](), typ[messages.RunLogsResult]()},
+	{messages.OpRunKill, typ[messages.RunArgs](), typ[messages.RunResult]()},
+	{messages.OpRunList, nil, typ[messages.RunListResult]()},
 
 	{messages.OpTransferOpen, nil, typ[messages.TransferOpenResult]()},
 
