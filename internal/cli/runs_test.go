@@ -14,7 +14,7 @@ func TestDetachWithoutAServerIsRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `"code":"UNAVAILABLE"`) || !strings.Contains(out, "avfs serve") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	e.fails(1, "NOT_FOUND", "cat", "--vault", "x", "/ran")
+	e.fails(1, "NOT_FOUND", "cat", "--vault", "x", "/ran", "--json")
 	if list := e.ok("run", "list", "--vault", "x"); len(list["runs"].([]any)) != 0 {
 		t.Fatalf("runs after a refused detach: %v", list)
 	}
