@@ -1,8 +1,10 @@
 package mount
 
 import (
+	"fmt"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,4 +80,102 @@ func TestGit(t *testing.T) {
 	if _, err := v.Stat(t.Context(), "/.git/HEAD"); err != nil {
 		t.Fatalf("vault has no .git/HEAD: %v", err)
 	}
+}
+
+// toolEnv is the environment of every tool run in a twin: the test's
+// PATH (go, cargo, node) and a home of the site's own, so no user
+// configuration or cache is shared between the two runs.
+func toolEnv(extra ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME={home}", "LC_ALL=C", "TZ=UTC"}, extra...)
+}
+
+// gitEnv makes commits reproducible: the same author, committer and
+// dates give the same object names in both sites.
+var gitEnv = toolEnv("GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+	"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_AUTHOR_DATE=2001-02-03T04:05:06Z",
+	"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_COMMITTER_DATE=2001-02-03T04:05:06Z")
+
+// gitMeta are the files of a .git whose content holds stat data or
+// paths (the index, a clone's remote and reflog), compared by name, type
+// and mode only.
+func gitMeta(rel string) bool {
+	base := filepath.Base(rel)
+	return base == "index" || base == "config" || base == "FETCH_HEAD" || strings.Contains(rel, ".git/logs/")
+}
+
+// TestGitLikeExt4: init, commits on two branches, checkout, a local
+// clone, gc and fsck give the same output, objects and work trees in the
+// mount as on ext4. clone --local hard-links the objects.
+func TestGitLikeExt4(t *testing.T) {
+	needTool(t, "git")
+	tw := newTwin(t)
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		return tw.ok(gitEnv, dir, append([]string{"git", "-c", "pack.threads=1", "-c", "gc.autoDetach=false"}, args...)...)
+	}
+	git("", "init", "-q", "-b", "main", "repo")
+	tw.write("repo/README", "readme\n")
+	tw.write("repo/src/main.go", "package main\n\nfunc main() {}\n")
+	for i := range 20 {
+		tw.write(fmt.Sprintf("repo/src/pkg/f%02d.txt", i), strings.Repeat("line\n", i+1))
+	}
+	git("repo", "add", "-A")
+	git("repo", "commit", "-q", "-m", "first")
+	git("repo", "branch", "feature")
+	git("repo", "checkout", "-q", "feature")
+	tw.write("repo/src/main.go", "package main\n\nfunc main() { println(1) }\n")
+	tw.each(func(s site) {
+		if err := os.Remove(filepath.Join(s.root, "repo/src/pkg/f03.txt")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	git("repo", "commit", "-q", "-am", "second")
+	git("repo", "checkout", "-q", "main")
+	if got := git("repo", "log", "--all", "--format=%H %s"); !strings.Contains(got, " second\n") || !strings.Contains(got, " first\n") {
+		t.Fatalf("git log: %q", got)
+	}
+	git("repo", "merge", "-q", "--ff-only", "feature")
+	if got := git("repo", "status", "--porcelain"); got != "" {
+		t.Fatalf("git status: %q, want clean", got)
+	}
+
+	// clone --local hard-links the objects, and insists on it.
+	if tw.links {
+		git("", "clone", "-q", "--local", "repo", "clone")
+	} else {
+		out, code := tw.exec(tw.sites[0], gitEnv, "", "git", "clone", "-q", "--local", "repo", "clone")
+		if code != 128 || !strings.Contains(out, "failed to create link") {
+			t.Fatalf("git clone --local in a mount without hard links: exit %d, want 128 and \"failed to create link\":\n%s", code, out)
+		}
+		t.Logf("git clone --local in the mount, without hard links: exit %d: %s", code, strings.TrimSpace(out))
+		// Without --local, a local clone copies what it cannot link.
+		mount := tw.sites[0]
+		if out, code := tw.exec(mount, gitEnv, "", "git", "clone", "-q", "repo", "copied"); code != 0 {
+			t.Fatalf("git clone in the mount: exit %d\n%s", code, out)
+		}
+		if out, code := tw.exec(mount, gitEnv, "copied", "git", "fsck", "--full", "--no-progress", "--strict"); code != 0 || out != "" {
+			t.Fatalf("git fsck of the copied clone: exit %d\n%s", code, out)
+		}
+		if err := os.RemoveAll(filepath.Join(mount.root, "copied")); err != nil {
+			t.Fatal(err)
+		}
+		// Copies and links differ in mode (git copies 0644, links keep
+		// 0444): both sites copy for the comparison.
+		git("", "clone", "-q", "--no-hardlinks", "repo", "clone")
+	}
+	tw.compareTrees("", treeOpts{opaque: gitMeta})
+
+	git("repo", "gc", "-q")
+	for _, dir := range []string{"repo", "clone"} {
+		if got := git(dir, "fsck", "--full", "--no-progress", "--strict"); got != "" {
+			t.Errorf("git fsck in %s: %q", dir, got)
+		}
+		if got := git(dir, "status", "--porcelain"); got != "" {
+			t.Errorf("git status in %s: %q, want clean", dir, got)
+		}
+	}
+	git("clone", "checkout", "-q", "-b", "topic", "origin/feature")
+	git("clone", "log", "--format=%H %s", "topic")
+	tw.compareTrees("", treeOpts{opaque: gitMeta})
+	tw.noteLinks()
 }
