@@ -5,6 +5,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -177,5 +178,83 @@ func TestGitLikeExt4(t *testing.T) {
 	git("clone", "checkout", "-q", "-b", "topic", "origin/feature")
 	git("clone", "log", "--format=%H %s", "topic")
 	tw.compareTrees("", treeOpts{opaque: gitMeta})
+	tw.noteLinks()
+}
+
+// cargoEnv runs cargo with a CARGO_HOME of the site's own; rustup's
+// toolchains stay where the test's environment has them.
+func cargoEnv(t *testing.T) []string {
+	rustup := os.Getenv("RUSTUP_HOME")
+	if rustup == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			rustup = filepath.Join(home, ".rustup")
+		}
+	}
+	return toolEnv("RUSTUP_HOME="+rustup, "CARGO_HOME={home}/.cargo", "CARGO_TERM_COLOR=never", "CARGO_TERM_PROGRESS_WHEN=never")
+}
+
+// The crate cargo builds: a library, a binary using it, and an
+// integration test; no dependencies, so no registry.
+var crate = map[string]string{
+	"crate/Cargo.toml":  "[package]\nname = \"twin\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+	"crate/src/lib.rs":  "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {\n        assert_eq!(super::add(2, 2), 4);\n    }\n}\n",
+	"crate/src/main.rs": "fn main() {\n    println!(\"{}\", twin::add(40, 2));\n}\n",
+	"crate/tests/it.rs": "#[test]\nfn from_outside() {\n    assert_eq!(twin::add(1, 2), 3);\n}\n",
+}
+
+// TestCargoLikeExt4: cargo build and test of a crate, a rebuild after
+// touch and after an edit, give the same output and the same target
+// tree in the mount as on ext4. cargo hard-links each final binary from
+// deps/ (and copies where link fails).
+func TestCargoLikeExt4(t *testing.T) {
+	needTool(t, "cargo")
+	tw := newTwin(t)
+	tw.normalize(`-[0-9a-f]{16}\b`, "-HASH")
+	tw.normalize(`thread '([^']*)' \(\d+\)`, "thread '$1'")
+	// rustc hard-links its incremental cache, and warns where it copies.
+	tw.withoutLinks(`(?m)^warning: hard linking files in the incremental compilation cache failed.*\n\n`)
+	tw.withoutLinks("(?m)^warning: `twin` \\([^)]*\\) generated 1 warning\n")
+	env := cargoEnv(t)
+	for p, content := range crate {
+		tw.write(p, content)
+	}
+	cargo := func(args ...string) string {
+		t.Helper()
+		return tw.ok(env, "crate", append([]string{"cargo"}, args...)...)
+	}
+	if got := cargo("build", "--offline"); !strings.Contains(got, "Compiling twin v0.1.0 (ROOT/crate)") {
+		t.Fatalf("cargo build: %s", got)
+	}
+	if got := tw.ok(env, "crate", "./target/debug/twin"); got != "42\n" {
+		t.Fatalf("the binary printed %q", got)
+	}
+	if got := cargo("test", "--offline"); !strings.Contains(got, "test tests::adds ... ok") || !strings.Contains(got, "test from_outside ... ok") {
+		t.Fatalf("cargo test: %s", got)
+	}
+	if got := cargo("build", "--offline"); strings.Contains(got, "Compiling") {
+		t.Fatalf("cargo build with nothing changed compiled again: %s", got)
+	}
+	tw.ok(env, "crate", "touch", "src/main.rs")
+	if got := cargo("build", "--offline"); !strings.Contains(got, "Compiling twin") {
+		t.Fatalf("cargo build after touch compiled nothing: %s", got)
+	}
+	tw.write("crate/src/lib.rs", strings.Replace(crate["crate/src/lib.rs"], "a + b", "a * b", 1))
+	if got := tw.ok(env, "crate", "cargo", "run", "--offline", "-q"); got != "80\n" {
+		t.Fatalf("cargo run after the edit printed %q", got)
+	}
+	if out, code := tw.run(env, "crate", "cargo", "test", "--offline"); code != 101 || !strings.Contains(out, "test from_outside ... FAILED") {
+		t.Fatalf("cargo test after the edit: exit %d, want 101:\n%s", code, out)
+	}
+	// The build's files by name, kind and mode (their content holds the
+	// paths); rustc's incremental sessions are named by time, and cargo
+	// keeps the warnings it replays (rustc's about copying, without hard
+	// links) in .fingerprint/*/output-*.
+	warnings := regexp.MustCompile(`^target/debug/\.fingerprint/[^/]+/output-`)
+	tw.compareTrees("crate", treeOpts{
+		skip: func(rel string) bool {
+			return strings.HasPrefix(rel, "target/debug/incremental/") || !tw.links && warnings.MatchString(rel)
+		},
+		opaque: func(rel string) bool { return strings.HasPrefix(rel, "target/") },
+	})
 	tw.noteLinks()
 }
