@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/avfs/avfs/vault"
 	"golang.org/x/sys/unix"
@@ -25,18 +26,18 @@ import (
 // status and the tree it left behind. ext4 is the reference: a
 // difference is the mount's.
 type twin struct {
-	t      *testing.T
-	m      *Mount
-	v      *vault.Vault
-	store  string
-	sites  [2]site
-	links  bool     // link(2) works in the mount
-	norm   []normal // applied to output, names and symlink targets
+	t     *testing.T
+	m     *Mount
+	v     *vault.Vault
+	store string
+	sites [2]site
+	links bool     // link(2) works in the mount
+	norm  []normal // applied to output, names and symlink targets
 	// unlinked is what a tool prints only in a mount without hard links
 	// (a warning that it copies instead): cut from the mount's output
 	// before the comparison, and logged.
 	unlinked []*regexp.Regexp
-	linked []string // host files with several links, when the mount has none
+	linked   []string // host files with several links, when the mount has none
 }
 
 // site is one of a twin's two roots.
@@ -153,7 +154,9 @@ func (tw *twin) exec(s site, env []string, dir string, argv ...string) (string, 
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	err := cmd.Run()
+	tw.t.Logf("TIMING %s %s: %v", s.name, strings.Join(argv, " "), time.Since(start))
 	code := 0
 	if ee := (*osexec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
@@ -179,6 +182,24 @@ func (tw *twin) run(env []string, dir string, argv ...string) (string, int) {
 		tw.t.Fatalf("%s differs in the mount:\nmount: exit %d\n%s\next4: exit %d\n%s", strings.Join(argv, " "), mcode, mout, hcode, hout)
 	}
 	return hout, hcode
+}
+
+// runLines is run for a command whose lines come in any order (go build
+// -v in parallel): it compares them sorted.
+func (tw *twin) runLines(env []string, dir string, argv ...string) []string {
+	tw.t.Helper()
+	var lines [2][]string
+	var codes [2]int
+	for i, s := range tw.sites {
+		out, code := tw.exec(s, env, dir, argv...)
+		lines[i], codes[i] = strings.Split(strings.TrimSpace(out), "\n"), code
+		slices.Sort(lines[i])
+	}
+	if codes[0] != 0 || codes[1] != 0 || !slices.Equal(lines[0], lines[1]) {
+		tw.t.Fatalf("%s differs in the mount:\nmount: exit %d\n%s\next4: exit %d\n%s", strings.Join(argv, " "),
+			codes[0], strings.Join(lines[0], "\n"), codes[1], strings.Join(lines[1], "\n"))
+	}
+	return lines[1]
 }
 
 // ok is run for a command that must succeed.
