@@ -317,3 +317,73 @@ func TestGoLikeExt4(t *testing.T) {
 		opaque: func(rel string) bool { return strings.HasPrefix(rel, "bin/") },
 	})
 }
+
+// npmEnv keeps npm's and pnpm's caches and state in the site's home, and
+// them off the network.
+var npmEnv = toolEnv("npm_config_cache={home}/.npm", "npm_config_offline=true", "npm_config_update_notifier=false",
+	"npm_config_audit=false", "npm_config_fund=false", "XDG_CACHE_HOME={home}/.cache", "XDG_DATA_HOME={home}/.local/share",
+	"XDG_STATE_HOME={home}/.local/state", "XDG_CONFIG_HOME={home}/.config")
+
+// A package with no registry dependency: lib, and app, which depends on
+// lib through a file: link, builds dist/ and tests it.
+var npmPackages = map[string]string{
+	"lib/package.json": `{"name": "lib", "version": "1.0.0", "main": "index.js"}` + "\n",
+	"lib/index.js":     "exports.shout = s => s.toUpperCase() + '!';\n",
+	"app/package.json": `{"name": "app", "version": "1.0.0", "private": true, "dependencies": {"lib": "file:../lib"},
+ "scripts": {"build": "node build.js", "test": "node test.js"}}` + "\n",
+	"app/build.js": "const fs = require('fs');\nconst { shout } = require('lib');\nfs.mkdirSync('dist', { recursive: true });\n" +
+		"fs.writeFileSync('dist/out.js', 'module.exports = ' + JSON.stringify(shout('built')) + ';\\n');\nconsole.log('built');\n",
+	"app/test.js": "const assert = require('assert');\nassert.strictEqual(require('./dist/out.js'), 'BUILT!');\nconsole.log('ok');\n",
+}
+
+// TestNpmLikeExt4: npm install of a local dependency (a symlink), npm
+// run build and npm test give the same output and tree in the mount as on
+// ext4.
+func TestNpmLikeExt4(t *testing.T) {
+	needTool(t, "node")
+	needTool(t, "npm")
+	tw := newTwin(t)
+	for p, content := range npmPackages {
+		tw.write(p, content)
+	}
+	tw.ok(npmEnv, "app", "npm", "install", "--no-progress")
+	if got := tw.ok(npmEnv, "app", "npm", "run", "build"); !strings.Contains(got, "\nbuilt\n") {
+		t.Fatalf("npm run build: %s", got)
+	}
+	if got := tw.ok(npmEnv, "app", "npm", "test"); !strings.Contains(got, "\nok\n") {
+		t.Fatalf("npm test: %s", got)
+	}
+	tw.write("lib/index.js", "exports.shout = s => s + '?';\n")
+	tw.ok(npmEnv, "app", "npm", "run", "build")
+	if out, code := tw.run(npmEnv, "app", "npm", "test"); code != 1 || !strings.Contains(out, "AssertionError") {
+		t.Fatalf("npm test after the change: exit %d, want 1:\n%s", code, out)
+	}
+	tw.compareTrees("", treeOpts{})
+}
+
+// TestPnpmLikeExt4: pnpm installs a package from a tarball into its
+// content store and hard-links its files into node_modules/.pnpm, with
+// symlinks to them (it copies where link fails); node resolves through
+// them, and the trees match ext4's.
+func TestPnpmLikeExt4(t *testing.T) {
+	needTool(t, "node")
+	needTool(t, "npm")
+	needTool(t, "pnpm")
+	tw := newTwin(t)
+	for p, content := range npmPackages {
+		tw.write(p, content)
+	}
+	tw.write("app/package.json", `{"name": "app", "version": "1.0.0", "private": true, "dependencies": {"lib": "file:../lib-1.0.0.tgz"},
+ "scripts": {"test": "node build.js && node test.js"}}`+"\n")
+	tw.ok(npmEnv, "lib", "npm", "pack", "--pack-destination", "..")
+	tw.ok(npmEnv, "app", "pnpm", "install", "--offline", "--store-dir", "{root}/store")
+	if got := tw.ok(npmEnv, "app", "pnpm", "test"); !strings.Contains(got, "\nbuilt\nok\n") {
+		t.Fatalf("pnpm test: %s", got)
+	}
+	// pnpm names a project in its store by a hash of its path, and keeps
+	// times and paths in its state files.
+	tw.normalize(`projects/[0-9a-f]{32}$`, "projects/HASH")
+	state := regexp.MustCompile(`^store/v10/index/|^app/node_modules/\.(modules\.yaml|pnpm-workspace-state-v1\.json)$`)
+	tw.compareTrees("", treeOpts{opaque: state.MatchString})
+	tw.noteLinks()
+}
