@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/avfs/avfs/vault"
 	"golang.org/x/sys/unix"
@@ -386,4 +387,64 @@ func TestPnpmLikeExt4(t *testing.T) {
 	state := regexp.MustCompile(`^store/v10/index/|^app/node_modules/\.(modules\.yaml|pnpm-workspace-state-v1\.json)$`)
 	tw.compareTrees("", treeOpts{opaque: state.MatchString})
 	tw.noteLinks()
+}
+
+const makefile = `OBJS := $(patsubst %.in,%.o,$(sort $(wildcard *.in)))
+
+all: out.txt
+
+out.txt: $(OBJS)
+	cat $(OBJS) > $@
+
+%.o: %.in
+	tr a-z A-Z < $< > $@
+
+clean:
+	rm -f $(OBJS) out.txt
+`
+
+// TestMakeLikeExt4: make -j4 builds, make -q finds everything up to
+// date, and after touch rebuilds exactly what depends on the touched
+// file, by mtimes, in the mount as on ext4.
+func TestMakeLikeExt4(t *testing.T) {
+	needTool(t, "make")
+	tw := newTwin(t)
+	env := toolEnv()
+	tw.write("Makefile", makefile)
+	for i := range 8 {
+		tw.write(fmt.Sprintf("%c.in", 'a'+i), fmt.Sprintf("input %d\n", i))
+	}
+	if got := tw.runLines(env, "", "make", "-j4"); len(got) != 9 {
+		t.Fatalf("make -j4 ran %d commands, want 9:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	if out, code := tw.run(env, "", "make", "-q"); code != 0 {
+		t.Fatalf("make -q after the build: exit %d, want 0 (up to date):\n%s", code, out)
+	}
+	tw.ok(env, "", "make", "-j4")
+	// touch until the clock has moved past c.o's mtime (a build and a
+	// touch may fall within one tick of the file system's clock).
+	tw.each(func(s site) {
+		checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			if out, code := tw.exec(s, env, "", "touch", "c.in"); code != 0 {
+				t.Fatalf("%s: touch: exit %d: %s", s.name, code, out)
+			}
+			in, obj := statT(t, filepath.Join(s.root, "c.in")), statT(t, filepath.Join(s.root, "c.o"))
+			if in.Mtim.Nano() <= obj.Mtim.Nano() {
+				return fmt.Errorf("%s: c.in (%d) is not newer than c.o (%d)", s.name, in.Mtim.Nano(), obj.Mtim.Nano())
+			}
+			return nil
+		})
+	})
+	if out, code := tw.run(env, "", "make", "-q"); code != 1 {
+		t.Fatalf("make -q after touch: exit %d, want 1 (out of date):\n%s", code, out)
+	}
+	if got := tw.runLines(env, "", "make", "-j4"); !slices.Equal(got, []string{"cat a.o b.o c.o d.o e.o f.o g.o h.o > out.txt", "tr a-z A-Z < c.in > c.o"}) {
+		t.Fatalf("make -j4 after touching c.in ran %q, want c.o and out.txt only", got)
+	}
+	if out, code := tw.run(env, "", "make", "-q"); code != 0 {
+		t.Fatalf("make -q after the rebuild: exit %d, want 0:\n%s", code, out)
+	}
+	tw.compareTrees("", treeOpts{})
+	tw.ok(env, "", "make", "clean")
+	tw.compareTrees("", treeOpts{})
 }
