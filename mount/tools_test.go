@@ -577,3 +577,67 @@ func TestTarLikeExt4(t *testing.T) {
 	})
 	tw.noteLinks()
 }
+
+// TestSecondTerminal: what another process changes through the vault
+// API (as `avfs write` does) while a file is held open in the mount
+// shows in the mount at the next lookup, through the open descriptor
+// too; and what a shell changes in the mount, the other process reads.
+// The contract is 1 s (TestSeesOtherProcessWrites holds it); this test
+// polls up to 10 s, and asserts no time.
+func TestSecondTerminal(t *testing.T) {
+	v, store := storeVault(t, vault.Quota{}, vault.Options{})
+	m := mountVault(t, v, Options{})
+	dir := m.Dir()
+	sh := func(script string) string {
+		t.Helper()
+		return run(t, dir, toolEnv(), "sh", "-c", script)
+	}
+	sh("mkdir -p src && echo one > src/held.txt && echo old > gone.txt && ls -R > /dev/null && cat src/held.txt gone.txt > /dev/null")
+	held, err := os.Open(filepath.Join(dir, "src", "held.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	syncMount(t, m)
+
+	otherProcess(t, store, "write", "/src/held.txt", "two\n")
+	otherProcess(t, store, "write", "/src/new/deep.txt", "new\n")
+	otherProcess(t, store, "rm", "/gone.txt", "")
+	shown := func(what string, fn func() error) {
+		t.Helper()
+		checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			if err := fn(); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			return nil
+		})
+	}
+	shown("the held descriptor", func() error {
+		buf := make([]byte, 16)
+		n, err := held.ReadAt(buf, 0)
+		if string(buf[:n]) != "two\n" {
+			return fmt.Errorf("read %q, %v; want %q", buf[:n], err, "two\n")
+		}
+		return nil
+	})
+	shown("a shell in the mount", func() error {
+		cmd := osexec.Command("sh", "-c", "cat src/held.txt src/new/deep.txt; ls")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if want := "two\nnew\nsrc\n"; err != nil || string(out) != want {
+			return fmt.Errorf("got %q, %v; want %q", out, err, want)
+		}
+		return nil
+	})
+
+	sh("echo three > src/held.txt && mkdir made && echo made > made/it.txt && mv src/new/deep.txt moved.txt")
+	for p, want := range map[string]string{"/src/held.txt": "three\n", "/made/it.txt": "made\n", "/moved.txt": "new\n"} {
+		shown("the other process reads "+p, func() error {
+			got, err := otherProcessOut(store, "read", p, "")
+			if err != nil || got != want {
+				return fmt.Errorf("got %q, %v; want %q", got, err, want)
+			}
+			return nil
+		})
+	}
+}
