@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/avfs/avfs/vault"
 	"golang.org/x/sys/unix"
@@ -154,9 +153,7 @@ func (tw *twin) exec(s site, env []string, dir string, argv ...string) (string, 
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
 	err := cmd.Run()
-	tw.t.Logf("TIMING %s %s: %v", s.name, strings.Join(argv, " "), time.Since(start))
 	code := 0
 	if ee := (*osexec.ExitError)(nil); errors.As(err, &ee) {
 		code = ee.ExitCode()
