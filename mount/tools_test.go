@@ -185,7 +185,7 @@ func TestGitLikeExt4(t *testing.T) {
 
 // cargoEnv runs cargo with a CARGO_HOME of the site's own; rustup's
 // toolchains stay where the test's environment has them.
-func cargoEnv(t *testing.T) []string {
+func cargoEnv() []string {
 	rustup := os.Getenv("RUSTUP_HOME")
 	if rustup == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -216,7 +216,7 @@ func TestCargoLikeExt4(t *testing.T) {
 	// rustc hard-links its incremental cache, and warns where it copies.
 	tw.withoutLinks(`(?m)^warning: hard linking files in the incremental compilation cache failed.*\n\n`)
 	tw.withoutLinks("(?m)^warning: `twin` \\([^)]*\\) generated \\d+ warnings?( \\(\\d+ duplicates?\\))?\n")
-	env := cargoEnv(t)
+	env := cargoEnv()
 	for p, content := range crate {
 		tw.write(p, content)
 	}
