@@ -26,6 +26,14 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	return t.checkQuotaUnique(addBytes, addBytes, addEntries, oldFileSize, fileSize)
+}
+
+// checkQuotaUnique is checkQuota for a change that adds addUnique bytes
+// of new content at most (a copy adds none): what max_size_mb counts in
+// QuotaUnique mode. Unique bytes never exceed logical ones, so the walk
+// that counts them runs only when the logical size is over the limit.
+func (t *Tx) checkQuotaUnique(addBytes, addUnique, addEntries, oldFileSize, fileSize int64) error {
 	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
 		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
 	}
@@ -37,7 +45,22 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
 	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
-		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
+		mode, err := t.quotaMode()
+		if err != nil {
+			return err
+		}
+		if mode != QuotaUnique {
+			return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
+		}
+		if addUnique > 0 {
+			u, err := t.storedBytes()
+			if err != nil {
+				return err
+			}
+			if addUnique > *q.MaxSizeMB<<20-u {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: u, Requested: u + addUnique, Mode: QuotaUnique}
+			}
+		}
 	}
 	used := t.v.files + t.v.dirs
 	if q.MaxFiles != nil && addEntries > 0 && addEntries > *q.MaxFiles-used {
@@ -101,7 +124,11 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 	if n.kind == KindFile {
 		addBytes = n.size
 	}
-	if err := t.checkQuota(addBytes, 1, 0, addBytes); err != nil {
+	addUnique := addBytes
+	if t.copying {
+		addUnique = 0 // a copy shares its source's chunks
+	}
+	if err := t.checkQuotaUnique(addBytes, addUnique, 1, 0, addBytes); err != nil {
 		return nil, pathErr(op, p, err)
 	}
 	if err := t.makeWritable(parent, pcomps); err != nil {
@@ -694,10 +721,14 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 	if err != nil {
 		return err
 	}
-	if err := t.checkQuota(bytes, entries, 0, largest); err != nil {
+	// A copy shares its source's chunks: it adds no unique bytes.
+	if err := t.checkQuotaUnique(bytes, 0, entries, 0, largest); err != nil {
 		return pathErr(op, dclean, err)
 	}
-	if err := t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname); err != nil {
+	t.copying = true
+	err = t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname)
+	t.copying = false
+	if err != nil {
 		return err
 	}
 	t.audit("copy", sclean, map[string]any{"to": dclean})

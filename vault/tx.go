@@ -77,7 +77,11 @@ type Tx struct {
 	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
 	// hist caches the vault's history settings; versions maps each path
 	// written in this transaction to the version it records (history.go).
-	hist     *HistorySettings
+	hist *HistorySettings
+	set  *Settings // the vault's own settings, once read (settings.go)
+	// copying is set while Copy copies a tree: its files add no unique
+	// bytes (checkQuotaUnique).
+	copying  bool
 	versions map[string]int64
 	// toIndex holds the file nodes this transaction wrote, for the
 	// full-text index (search.go).
