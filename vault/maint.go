@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -216,4 +217,89 @@ func (v *Vault) AuditClear(ctx context.Context, before time.Time, dryRun bool, m
 		return n, nil
 	})
 	return n, err
+}
+
+// MaintainOptions configure Maintain.
+type MaintainOptions struct {
+	// Sweep deletes the expired vaults that owned says are this
+	// process's (nil: no sweep; SweepExpired).
+	Sweep func(Expired) bool
+	// Progress, if set, is called before each step with its name and
+	// its place among total steps.
+	Progress func(step string, done, total int)
+}
+
+// MaintainResult says what Maintain did.
+type MaintainResult struct {
+	Vaults          int64
+	Versions        int64
+	AutoCheckpoints int64
+	Expired         []string
+	Freed           GCStats
+	Compact         CompactResult
+}
+
+// Maintain runs every maintenance step on the store, in the order that
+// frees the most: the expired vaults go, every vault's retention is
+// applied (Retain), GC frees what nothing references any more, the
+// full-text index is optimized, and Compact gives the space back.
+func (s *Store) Maintain(ctx context.Context, o MaintainOptions, meta Meta) (MaintainResult, error) {
+	var r MaintainResult
+	step := func(name string, done, total int) {
+		if o.Progress != nil {
+			o.Progress(name, done, total)
+		}
+	}
+	if o.Sweep != nil {
+		step("sweep expired vaults", 0, 1)
+		gone, err := s.SweepExpired(ctx, o.Sweep)
+		if err != nil {
+			return r, err
+		}
+		r.Expired = gone
+	}
+	names, err := read(ctx, s, "", "", func(t *Tx) ([][2]string, error) {
+		rows, err := t.query(`SELECT namespace, name FROM vaults ORDER BY namespace, name`)
+		if err != nil {
+			return nil, mapSQLErr(err)
+		}
+		defer rows.Close()
+		var out [][2]string
+		for rows.Next() {
+			var n [2]string
+			if err := rows.Scan(&n[0], &n[1]); err != nil {
+				return nil, mapSQLErr(err)
+			}
+			out = append(out, n)
+		}
+		return out, mapSQLErr(rows.Err())
+	})
+	if err != nil {
+		return r, err
+	}
+	total := len(names) + 3
+	for i, n := range names {
+		step("retention "+n[0]+"/"+n[1], i, total)
+		rr, err := s.Vault(n[0], n[1]).Retain(ctx, meta)
+		if errors.Is(err, ErrVaultNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return r, err
+		}
+		r.Vaults++
+		r.Versions += rr.Versions
+		r.AutoCheckpoints += rr.AutoCheckpoints
+	}
+	step("gc", len(names), total)
+	if r.Freed, err = s.GC(ctx); err != nil {
+		return r, err
+	}
+	step("optimize the search index", len(names)+1, total)
+	if err := s.OptimizeIndex(ctx); err != nil {
+		return r, err
+	}
+	step("compact", len(names)+2, total)
+	r.Compact, err = s.Compact(ctx)
+	return r, err
 }

@@ -390,6 +390,10 @@ func (v *Vault) SetQuota(ctx context.Context, q Quota, meta Meta) (Quota, error)
 type Usage struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
+	// Mode is the vault's quota mode; in QuotaUnique, UniqueBytes is
+	// what max_size_mb counts (nil in QuotaLogical).
+	Mode        string `json:"mode"`
+	UniqueBytes *int64 `json:"unique_bytes,omitempty"`
 }
 
 // Quota returns the vault's limits and usage.
@@ -399,7 +403,20 @@ func (v *Vault) Quota(ctx context.Context) (Quota, Usage, error) {
 		u Usage
 	}
 	r, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (qu, error) {
-		return qu{t.v.quota, Usage{Bytes: t.v.bytes, Files: t.v.files + t.v.dirs}}, nil
+		u := Usage{Bytes: t.v.bytes, Files: t.v.files + t.v.dirs}
+		mode, err := t.quotaMode()
+		if err != nil {
+			return qu{}, err
+		}
+		u.Mode = mode
+		if mode == QuotaUnique {
+			sb, err := t.storedBytes()
+			if err != nil {
+				return qu{}, err
+			}
+			u.UniqueBytes = &sb
+		}
+		return qu{t.v.quota, u}, nil
 	})
 	return r.q, r.u, err
 }
