@@ -196,6 +196,7 @@ func (t *Tx) loadVault(ns, name string) error {
 		return fmt.Errorf("load vault %q: %w", name, mapSQLErr(err))
 	}
 	t.v, t.v0 = r, r
+	t.set = nil // another vault's, if any
 	return nil
 }
 

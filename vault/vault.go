@@ -211,7 +211,7 @@ func (s *Store) List(ctx context.Context, ns string) ([]Info, error) {
 		}
 		out := make([]Info, 0, len(vs))
 		for _, r := range vs {
-			t.v = r
+			t.v, t.set = r, nil
 			in, err := t.info(true)
 			if err != nil {
 				return nil, err
