@@ -235,7 +235,11 @@ func (p printer) print(w io.Writer, v any) error {
 		fmt.Fprintf(tw, "%d added, %d modified, %d deleted (+%s/-%s)\n", len(c.Added), len(c.Modified), len(c.Deleted), size(c.BytesAdded), size(c.BytesRemoved))
 	case *messages.QuotaResult:
 		fmt.Fprintln(tw, "LIMIT\tUSED\tMAX")
-		fmt.Fprintf(tw, "max_size_mb\t%s\t%s\n", size(r.Usage.Bytes), limit(r.Quota.MaxSizeMB, " MiB"))
+		used := size(r.Usage.Bytes)
+		if r.Usage.UniqueBytes != nil {
+			used = size(*r.Usage.UniqueBytes) + " unique" // what the unique mode counts
+		}
+		fmt.Fprintf(tw, "max_size_mb\t%s\t%s\n", used, limit(r.Quota.MaxSizeMB, " MiB"))
 		fmt.Fprintf(tw, "max_files\t%d\t%s\n", r.Usage.Files, limit(r.Quota.MaxFiles, ""))
 		fmt.Fprintf(tw, "max_file_size_mb\t-\t%s\n", limit(r.Quota.MaxFileSizeMB, " MiB"))
 	case *messages.AuditResult:
