@@ -54,6 +54,26 @@ func (a *app) localStore(cmd *cobra.Command) (*localClient, error) {
 	return lc, nil
 }
 
+// storeCmdE wraps a command that acts on a store: in process on the one
+// under --home (local), through a fleet on the current vault's worker's
+// (fleet).
+func (a *app) storeCmdE(fleet func(cmd *cobra.Command, v string) error, local func(cmd *cobra.Command, lc *localClient) (any, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		lc, err := a.localStore(cmd)
+		if err != nil {
+			return err
+		}
+		if lc == nil {
+			return a.vaultCmdE(func(cmd *cobra.Command, v string, _ []string) error { return fleet(cmd, v) })(cmd, nil)
+		}
+		r, err := local(cmd, lc)
+		if err != nil {
+			return &requestError{toErr(err)}
+		}
+		return a.emit(r)
+	}
+}
+
 // maintCmds are the maintenance verbs: stats, compact, maintain. In
 // process they act on the store under --home (stats adds the current
 // vault's figures when one is chosen); through a fleet, on the store of
@@ -84,46 +104,25 @@ func (a *app) maintCmds() []*cobra.Command {
 	compact := &cobra.Command{
 		Use: "compact", Short: "Give the database's free pages back to the file system (VACUUM), and say how much", Args: cobra.NoArgs,
 		Example: "  avfs gc && avfs compact",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lc, err := a.localStore(cmd)
-			if err != nil {
-				return err
-			}
-			if lc == nil {
-				return a.vaultCmdE(func(cmd *cobra.Command, v string, _ []string) error {
-					return call[messages.CompactResult](a, cmd, messages.OpCompact, v, nil)
-				})(cmd, nil)
-			}
+		RunE: a.storeCmdE(func(cmd *cobra.Command, v string) error {
+			return call[messages.CompactResult](a, cmd, messages.OpCompact, v, nil)
+		}, func(cmd *cobra.Command, lc *localClient) (any, error) {
 			a.progressf("compacting %s...\n", a.cfg.StorePath())
 			r, err := lc.store.Compact(cmd.Context())
-			if err != nil {
-				return &requestError{toErr(err)}
-			}
-			return a.emit(handler.CompactResult(r))
-		},
+			return handler.CompactResult(r), err
+		}),
 	}
 	maintain := &cobra.Command{
 		Use: "maintain", Short: "Delete expired vaults, apply every vault's retention, gc, optimize the search index, compact", Args: cobra.NoArgs,
 		Example: "  avfs maintain\n  avfs maintain --quiet -o json",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			lc, err := a.localStore(cmd)
-			if err != nil {
-				return err
-			}
-			if lc == nil {
-				return a.vaultCmdE(func(cmd *cobra.Command, v string, _ []string) error {
-					a.progressf("maintaining the store of %s's worker...\n", v)
-					return call[messages.MaintainResult](a, cmd, messages.OpMaintain, v, nil)
-				})(cmd, nil)
-			}
+		RunE: a.storeCmdE(func(cmd *cobra.Command, v string) error {
+			a.progressf("maintaining the store of %s's worker...\n", v)
+			return call[messages.MaintainResult](a, cmd, messages.OpMaintain, v, nil)
+		}, func(cmd *cobra.Command, lc *localClient) (any, error) {
 			p := a.newSteps("maintain")
-			r, err := lc.h.Maintain(cmd.Context(), vault.Meta{Actor: a.actor()}, p.step)
-			p.done()
-			if err != nil {
-				return &requestError{toErr(err)}
-			}
-			return a.emit(r)
-		},
+			defer p.done()
+			return lc.h.Maintain(cmd.Context(), vault.Meta{Actor: a.actor()}, p.step)
+		}),
 	}
 	return []*cobra.Command{stats, compact, maintain}
 }
