@@ -53,13 +53,19 @@ func (t *Tx) checkQuotaUnique(addBytes, addUnique, addEntries, oldFileSize, file
 			return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
 		}
 		if addUnique > 0 {
-			u, err := t.storedBytes()
-			if err != nil {
-				return err
+			limit := *q.MaxSizeMB << 20
+			u, ok := t.uniqueBound()
+			if !ok || addUnique > limit-u {
+				// The bound is not enough: count exactly.
+				if u, err = t.storedBytes(); err != nil {
+					return err
+				}
 			}
-			if addUnique > *q.MaxSizeMB<<20-u {
+			if addUnique > limit-u {
 				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: u, Requested: u + addUnique, Mode: QuotaUnique}
 			}
+			ub := u + addUnique
+			t.uniq = &ub
 		}
 	}
 	used := t.v.files + t.v.dirs

@@ -218,6 +218,23 @@ func (t *Tx) pruneAuto(keep string) (int64, error) {
 	return n, nil
 }
 
+// uniqueBound is an upper bound of the vault's unique bytes, known
+// without a walk of its tree: this transaction's, or the one the
+// store's last committed check left for the vault's current change
+// sequence (Store.uniq). A unique-mode quota check walks the tree only
+// when the bound does not fit the limit: appends to a vault past its
+// logical limit cost a walk once, not once each.
+func (t *Tx) uniqueBound() (int64, bool) {
+	if t.uniq != nil {
+		return *t.uniq, true
+	}
+	if t.conn == nil {
+		return 0, false
+	}
+	b, ok := t.s.uniq[t.v.id]
+	return b.bytes, ok && b.seq == t.v0.seq
+}
+
 // quotaMode is the vault's effective quota mode.
 func (t *Tx) quotaMode() (string, error) {
 	e, err := t.effective()

@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -172,6 +173,20 @@ func TestUniqueQuotaCountsDistinctContent(t *testing.T) {
 	_, err = v.WriteFile(ctx, "/d.bin", other, WriteOptions{}, Meta{})
 	if !errors.As(err, &qe) || qe.Mode != QuotaUnique || qe.Current != int64(len(blob)) {
 		t.Fatalf("new content past the unique limit: %v (%+v), want unique usage %d", err, qe, len(blob))
+	}
+	// Small writes after one exact count use the bound it left (no walk
+	// each), and still stop at the limit: 600 KiB + 4 × 100 KiB fit.
+	n := 0
+	for ; n < 10; n++ {
+		if _, err = v.WriteFile(ctx, fmt.Sprintf("/n%d", n), noise(uint64(10+n), 100<<10), WriteOptions{}, Meta{}); err != nil {
+			break
+		}
+	}
+	if n != 4 || !errors.As(err, &qe) || qe.Mode != QuotaUnique || qe.Current != int64(len(blob))+4*100<<10 {
+		t.Fatalf("%d small writes fit, then %v: want 4, then a unique quota error at %d", n, err, len(blob)+4*100<<10)
+	}
+	for i := range n {
+		must(t, v.Remove(ctx, fmt.Sprintf("/n%d", i), RemoveOptions{}, Meta{}))
 	}
 	in, err := v.Info(ctx)
 	must(t, err)

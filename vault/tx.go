@@ -80,8 +80,10 @@ type Tx struct {
 	hist *HistorySettings
 	set  *Settings // the vault's own settings, once read (settings.go)
 	// copying is set while Copy copies a tree: its files add no unique
-	// bytes (checkQuotaUnique).
+	// bytes (checkQuotaUnique); uniq bounds the vault's unique bytes once
+	// a unique-mode check counted them (uniqueBound).
 	copying  bool
+	uniq     *int64
 	versions map[string]int64
 	// toIndex holds the file nodes this transaction wrote, for the
 	// full-text index (search.go).
@@ -351,6 +353,11 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	delete(s.vrows, [2]string{ns, name})
 	if t.v.id != 0 {
 		s.vrows[[2]string{t.v.namespace, t.v.name}] = t.v
+		if t.uniq != nil {
+			s.uniq[t.v.id] = uniqBound{seq: t.v.seq, bytes: *t.uniq}
+		}
+	} else if t.v0.id != 0 {
+		delete(s.uniq, t.v0.id) // the vault is gone
 	}
 	return res, false, nil
 }
