@@ -44,15 +44,20 @@ func (t *Tx) checkQuotaUnique(addBytes, addUnique, addEntries, oldFileSize, file
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
-	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
+	// Past the limit in logical bytes (unique ones cannot be over it
+	// otherwise): a logical quota refuses growth; a unique one counts.
+	if q.MaxSizeMB != nil && (addBytes > 0 || addUnique > 0) && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
 		mode, err := t.quotaMode()
 		if err != nil {
 			return err
 		}
-		if mode != QuotaUnique {
-			return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
-		}
-		if addUnique > 0 {
+		switch {
+		case mode != QuotaUnique:
+			// No growth is allowed even over a lowered limit.
+			if addBytes > 0 {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
+			}
+		case addUnique > 0:
 			limit := *q.MaxSizeMB << 20
 			u, ok := t.uniqueBound()
 			if !ok || addUnique > limit-u {
@@ -284,7 +289,7 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 	}
 	newSize := size(n.size)
 	chain := append(parent, n)
-	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
+	err = t.changeFile(op, clean, chain, comps, newSize, newSize, func(n *node) error {
 		if o.Mode != 0 {
 			n.mode = ModeBits(o.Mode)
 		}
@@ -301,10 +306,11 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 }
 
 // changeFile applies fn to the file at the end of chain after checking that
-// its new size fits the quota, then stores it.
-func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int64, fn func(n *node) error) error {
+// its new size, and at most newContent bytes of new content (what the
+// unique quota mode counts), fit the quota, then stores it.
+func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize, newContent int64, fn func(n *node) error) error {
 	n := chain[len(chain)-1]
-	if err := t.checkQuota(newSize-n.size, 0, n.size, newSize); err != nil {
+	if err := t.checkQuotaUnique(newSize-n.size, newContent, 0, n.size, newSize); err != nil {
 		return pathErr(op, p, err)
 	}
 	if err := t.makeWritable(chain, comps); err != nil {
@@ -352,7 +358,12 @@ func (t *Tx) WriteAt(p string, off int64, data []byte) (WriteResult, error) {
 	}
 	size := max(chain[len(chain)-1].size, off+int64(len(data)))
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
+	// New content: the chunks the data touches.
+	var touched int64
+	if len(data) > 0 {
+		touched = min(size, ((off+int64(len(data))-1)/ChunkSize-off/ChunkSize+1)*ChunkSize)
+	}
+	if err := t.changeFile(op, clean, chain, comps, size, touched, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
 		return WriteResult{}, err
 	}
 	t.audit("file.write", clean, map[string]any{"size": size, "offset": off, "length": len(data)})
@@ -370,7 +381,8 @@ func (t *Tx) Truncate(p string, size int64) error {
 		return err
 	}
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
+	// New content: at most the last chunk, cut or padded (a hole is free).
+	if err := t.changeFile(op, clean, chain, comps, size, min(size, ChunkSize), func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
 		return err
 	}
 	t.audit("file.truncate", clean, map[string]any{"size": size})

@@ -188,10 +188,19 @@ func TestUniqueQuotaCountsDistinctContent(t *testing.T) {
 	for i := range n {
 		must(t, v.Remove(ctx, fmt.Sprintf("/n%d", i), RemoveOptions{}, Meta{}))
 	}
+	// A rewrite that does not grow a file still brings new content: it
+	// counts, so unique mode cannot be bypassed by copying, then
+	// overwriting the copy.
+	if _, err = v.WriteFile(ctx, "/b.bin", other, WriteOptions{}, Meta{}); !errors.As(err, &qe) || qe.Mode != QuotaUnique {
+		t.Fatalf("same-size overwrite of the copy with new content: %v, want a unique quota error", err)
+	}
+	// A small write in place counts the chunk it touches.
+	_, err = v.WriteAt(ctx, "/b.bin", 1000, []byte("y"), Meta{})
+	must(t, err)
 	in, err := v.Info(ctx)
 	must(t, err)
-	if in.Bytes != 2*int64(len(blob)) || in.StoredBytes != int64(len(blob)) {
-		t.Fatalf("info %+v: want logical 2×, stored 1× the blob", in)
+	if in.Bytes != 2*int64(len(blob)) || in.StoredBytes != int64(len(blob))+ChunkSize {
+		t.Fatalf("info %+v: want logical 2×, stored 1× the blob and the chunk rewritten", in)
 	}
 }
 
