@@ -83,6 +83,11 @@ func TestAutoCheckpointRetentionCLI(t *testing.T) {
 	if s := e.ok("vault", "settings")["settings"].(map[string]any); s["auto_keep"] != float64(1) || s["quota_mode"] != "unique" {
 		t.Fatalf("settings under the config file: %v", s)
 	}
+	// A bad value in the file is a usage error before anything runs.
+	if err := os.WriteFile(filepath.Join(os.Getenv("AVFS_HOME"), "avfs.yaml"), []byte("quota:\n  mode: fuzzy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.fails(2, "INVALID_ARGUMENT", "vault", "settings", "--json")
 }
 
 // TestForkTTLCLI: a fork made with --ttl shows its expiry, and the
