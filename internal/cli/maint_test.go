@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSnapshotAliasesAndGCDryRun(t *testing.T) {
@@ -196,5 +199,52 @@ func TestStatsCompactMaintainAuditClear(t *testing.T) {
 	e.fails(1, "INVALID_ARGUMENT", "audit", "clear", "--before", "someday", "--json")
 	if r := e.ok("audit", "clear", "--before", "2099-01-01T00:00:00Z", "--dry-run"); r["dry_run"] != true {
 		t.Fatalf("dry run %v", r)
+	}
+}
+
+// TestMaintenanceThroughServe: with `avfs serve` running on the home,
+// the maintenance verbs go to the current vault's worker, and the
+// server's worker deletes a fork once its TTL passed.
+func TestMaintenanceThroughServe(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--id", "w-maint"}, strings.NewReader(""), io.Discard, io.Discard, Options{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); runningServe(e.home) == ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("serve never came up")
+		}
+	}
+	e.ok("vault", "create", "s")
+	e.ok("vault", "fork", "s", "brief", "--ttl", "1s")
+	e.fails(1, "INVALID_ARGUMENT", "stats", "--json") // a fleet has a store per worker: name a vault
+	t.Setenv("AVFS_VAULT", "s")
+	if st := e.ok("stats"); st["vault"].(map[string]any)["name"] != "s" || st["store"].(map[string]any)["vaults"].(float64) < 1 {
+		t.Fatalf("stats through serve: %v", st)
+	}
+	if c := e.ok("compact"); c["after_bytes"].(float64) <= 0 {
+		t.Fatalf("compact through serve: %v", c)
+	}
+	if m := e.ok("maintain"); m["vaults"].(float64) < 1 {
+		t.Fatalf("maintain through serve: %v", m)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, _, code := e.run("", "vault", "info", "brief", "--json")
+		if code == 1 && strings.Contains(out, "VAULT_NOT_FOUND") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the expired fork is still there after 60 s: exit %d %s", code, out)
+		}
 	}
 }
