@@ -151,6 +151,9 @@ func (h *Handler) compact(ctx context.Context, req messages.Request, _ struct{})
 // progress reported to progress (nil: none).
 func (h *Handler) Maintain(ctx context.Context, m vault.Meta, progress func(step string, done, total int)) (messages.MaintainResult, error) {
 	start := time.Now()
+	// Its changes span every vault of the store: none of them logs the
+	// request (a repeated maint.run just runs again, changing nothing).
+	m.RequestID, m.ArgsHash = "", ""
 	r, err := h.store.Maintain(ctx, vault.MaintainOptions{Sweep: h.sweep, Progress: progress}, m)
 	if err != nil {
 		return messages.MaintainResult{}, err
