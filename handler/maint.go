@@ -113,7 +113,7 @@ func gcCounts(g vault.GCStats) messages.GCCounts {
 
 // StoreStats converts a store's figures.
 func StoreStats(s vault.StoreStats) messages.StoreStats {
-	return messages.StoreStats{Vaults: s.Vaults, Nodes: s.Nodes, Versions: s.Versions, Chunks: s.Chunks, ChunkBytes: s.ChunkBytes,
+	return messages.StoreStats{Vaults: s.Vaults, Files: s.Files, Dirs: s.Dirs, Nodes: s.Nodes, Versions: s.Versions, Chunks: s.Chunks, ChunkBytes: s.ChunkBytes,
 		LogicalBytes: s.LogicalBytes, AuditEvents: s.AuditEvents, Orphans: gcCounts(s.Orphans), DBBytes: s.DBBytes, WALBytes: s.WALBytes, FreeBytes: s.FreeBytes}
 }
 

@@ -60,6 +60,8 @@ type GCCounts struct {
 // FreeBytes the pages inside the database file that compact gives back.
 type StoreStats struct {
 	Vaults       int64    `json:"vaults"`
+	Files        int64    `json:"files"`
+	Dirs         int64    `json:"dirs"`
 	Nodes        int64    `json:"nodes"`
 	Versions     int64    `json:"versions"`
 	Chunks       int64    `json:"chunks"`

@@ -33,7 +33,10 @@ type VaultStats struct {
 
 // StoreStats is what the whole store holds.
 type StoreStats struct {
-	Vaults   int64 `json:"vaults"`
+	Vaults int64 `json:"vaults"`
+	// Files and Dirs sum the vaults' live trees.
+	Files    int64 `json:"files"`
+	Dirs     int64 `json:"dirs"`
 	Nodes    int64 `json:"nodes"`
 	Versions int64 `json:"versions"`
 	// Chunks and ChunkBytes are the content, stored once per hash.
@@ -79,7 +82,7 @@ func (s *Store) Stats(ctx context.Context) (StoreStats, error) {
 			sql string
 			out []any
 		}{
-			{`SELECT count(*), coalesce(sum(bytes), 0) FROM vaults`, []any{&st.Vaults, &st.LogicalBytes}},
+			{`SELECT count(*), coalesce(sum(bytes), 0), coalesce(sum(files), 0), coalesce(sum(dirs), 0) FROM vaults`, []any{&st.Vaults, &st.LogicalBytes, &st.Files, &st.Dirs}},
 			{`SELECT count(*) FROM nodes`, []any{&st.Nodes}},
 			{`SELECT count(*) FROM versions`, []any{&st.Versions}},
 			{`SELECT count(*), coalesce(sum(length(data)), 0) FROM chunks`, []any{&st.Chunks, &st.ChunkBytes}},
