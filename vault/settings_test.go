@@ -68,6 +68,12 @@ func TestAutoCheckpointRetention(t *testing.T) {
 	if e.AutoKeep != 10 || e.AutoMaxAge != age || e.QuotaMode != QuotaLogical {
 		t.Fatalf("effective settings %+v", e)
 	}
+	// A fork inherits the settings, not an expiry.
+	_, err = s.ForkWith(ctx, "default", "r", "r2", ForkOptions{}, Meta{})
+	must(t, err)
+	if e2, err := s.Vault("default", "r2").Settings(ctx); err != nil || e2.AutoKeep != 10 || e2.AutoMaxAge != age || e2.ExpiresAt != nil {
+		t.Fatalf("fork's settings %+v (%v), want its source's", e2, err)
+	}
 	c.add(time.Minute)
 	_, err = v.SaveCheckpoint(ctx, "a6", "", true, Meta{})
 	must(t, err)
