@@ -29,6 +29,25 @@ type Config struct {
 	Approvals struct {
 		TTL time.Duration `mapstructure:"ttl"`
 	} `mapstructure:"approvals"`
+	Checkpoints Checkpoints `mapstructure:"checkpoints"`
+	Quota       Quota       `mapstructure:"quota"`
+}
+
+// Checkpoints is the retention of auto-checkpoints (the ones exec takes)
+// for vaults that set none of their own (avfs vault set); named
+// checkpoints are never pruned.
+type Checkpoints struct {
+	// AutoKeep is how many a vault keeps (0: all).
+	AutoKeep int64 `mapstructure:"auto_keep"`
+	// AutoMaxAge drops older ones (0: no limit).
+	AutoMaxAge time.Duration `mapstructure:"auto_max_age"`
+}
+
+// Quota is the default of vaults' quota settings.
+type Quota struct {
+	// Mode is what max_size_mb counts: logical (file sizes) or unique
+	// (bytes of the distinct chunks the live tree references).
+	Mode string `mapstructure:"mode"`
 }
 
 // Store configures the vault database.
@@ -177,6 +196,9 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)
+	v.SetDefault("checkpoints.auto_keep", 50)
+	v.SetDefault("checkpoints.auto_max_age", 7*24*time.Hour)
+	v.SetDefault("quota.mode", "logical")
 	v.SetDefault("telemetry.exporter", "") // none, unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 	v.SetDefault("telemetry.endpoint", "")
 	v.SetDefault("telemetry.headers", map[string]string{})

@@ -294,15 +294,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		r.m.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.Bool("auto", true)))
 		env.Checkpoint = &name
 	}
-	before := ""
-	if env.Checkpoint != nil {
-		before = *env.Checkpoint
-	} else {
-		if before, err = v.Snapshot(ctx); err != nil {
-			return env, err
-		}
-		defer v.DropSnapshot(context.WithoutCancel(ctx), before)
+	// The change summary compares with a hidden snapshot even when an
+	// auto-checkpoint was taken: retention may prune that checkpoint
+	// while the command runs (another exec of the vault saving one).
+	before, err := v.Snapshot(ctx)
+	if err != nil {
+		return env, err
 	}
+	defer v.DropSnapshot(context.WithoutCancel(ctx), before)
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
