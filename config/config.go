@@ -133,9 +133,9 @@ type Runtime struct {
 	// GCPercent is the collector's target (GOGC): the heap may grow this
 	// many percent over what is live before a collection. Streaming a
 	// large file makes much short-lived garbage (chunk copies, the NATS
-	// server's 8 MiB block loads); 50 keeps the peak near 1.5 times the
-	// live heap instead of 2 (BENCHMARKS.md, "Large files through the
-	// fleet"). 1 or more.
+	// server's 8 MiB block loads); 25 keeps a 1 GiB write under 64 MB of
+	// growth (BENCHMARKS.md, "Large files through the fleet"). 1 or more;
+	// 100 is Go's default.
 	GCPercent int `mapstructure:"gc_percent"`
 	// MemoryLimitMB is a soft limit on the Go runtime's memory in MiB
 	// (debug.SetMemoryLimit, GOMEMLIMIT): near it the collector runs
@@ -201,7 +201,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("telemetry.insecure", false)
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
-	v.SetDefault("runtime.gc_percent", 50)
+	v.SetDefault("runtime.gc_percent", 25)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 

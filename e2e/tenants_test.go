@@ -130,6 +130,8 @@ func confinedFleet(t *testing.T) workerHost {
 		default:
 		}
 		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-exited // werr is complete
 			t.Fatalf("worker never joined: %s", werr.String())
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -106,8 +106,8 @@ func TestQuotaEntriesAgree(t *testing.T) {
 func TestRuntimeSettings(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.ok("config", "show", "--json")["config"].(map[string]any)
-	if cfg["runtime.gc_percent"] != float64(50) || cfg["runtime.memory_limit_mb"] != float64(0) {
-		t.Fatalf("runtime settings: gc_percent %v, memory_limit_mb %v, want 50 and 0", cfg["runtime.gc_percent"], cfg["runtime.memory_limit_mb"])
+	if cfg["runtime.gc_percent"] != float64(25) || cfg["runtime.memory_limit_mb"] != float64(0) {
+		t.Fatalf("runtime settings: gc_percent %v, memory_limit_mb %v, want 25 and 0", cfg["runtime.gc_percent"], cfg["runtime.memory_limit_mb"])
 	}
 	for _, yaml := range []string{"runtime:\n  gc_percent: 0\n", "runtime:\n  gc_percent: -1\n", "runtime:\n  memory_limit_mb: -1\n"} {
 		if err := os.WriteFile(filepath.Join(e.home, "avfs.yaml"), []byte(yaml), 0o600); err != nil {
