@@ -241,8 +241,10 @@ func (tn *tenant) do(c *client.Client, vaultName, id string, op messages.Op, arg
 // permissions, each as the real CLI with its own credentials, and tries
 // everything team-a can send against team-b's data: each attempt fails
 // with its code, and team-b's vault, files, results and approvals are
-// exactly as before. docs/protocol.md ("What a tenant cannot do") lists
-// what this proves.
+// exactly as before; team-a's commands, run in the sandbox of a real
+// `avfs worker` process, reach neither the worker nor team-b
+// (probeSandbox). docs/protocol.md ("What a tenant cannot do") lists what
+// this proves.
 func TestTenantsStayApart(t *testing.T) {
 	host := confinedFleet(t)
 	url := host.url
