@@ -26,6 +26,7 @@ type Config struct {
 	Sandbox   Sandbox   `mapstructure:"sandbox"`
 	Policy    Policy    `mapstructure:"policy"`
 	Telemetry Telemetry `mapstructure:"telemetry"`
+	Runtime   Runtime   `mapstructure:"runtime"`
 	Approvals struct {
 		TTL time.Duration `mapstructure:"ttl"`
 	} `mapstructure:"approvals"`
@@ -144,6 +145,23 @@ type Telemetry struct {
 	ServiceName string            `mapstructure:"service_name"`
 }
 
+// Runtime tunes the Go runtime of the long-lived fleet processes (`avfs
+// serve`, `worker`, `dispatcher`); other commands keep Go's defaults. The
+// GOGC and GOMEMLIMIT environment variables win over these settings.
+type Runtime struct {
+	// GCPercent is the collector's target (GOGC): the heap may grow this
+	// many percent over what is live before a collection. Streaming a
+	// large file makes much short-lived garbage (chunk copies, the NATS
+	// server's 8 MiB block loads); 25 keeps a 1 GiB write under 64 MB of
+	// growth (BENCHMARKS.md, "Large files through the fleet"). 1 or more;
+	// 100 is Go's default.
+	GCPercent int `mapstructure:"gc_percent"`
+	// MemoryLimitMB is a soft limit on the Go runtime's memory in MiB
+	// (debug.SetMemoryLimit, GOMEMLIMIT): near it the collector runs
+	// more often. 0 = none.
+	MemoryLimitMB int64 `mapstructure:"memory_limit_mb"`
+}
+
 // Policy configures the policy engine; empty Rules means the built-in set.
 type Policy struct {
 	Rules    []map[string]any `mapstructure:"rules"`
@@ -205,6 +223,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("telemetry.insecure", false)
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
+	v.SetDefault("runtime.gc_percent", 25)
+	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 
 // Load builds the configuration. flags may bind "home", "vault",
