@@ -31,6 +31,27 @@ func sandboxed(t *testing.T, shell string, tune func(*exec.Sandbox)) (exec.Resul
 	return run(t, exec.Spec{Shell: shell, Dir: ws, Env: hostEnv(), Sandbox: sb}), ws
 }
 
+// eachMode runs fn with a one-shot sandbox init per command ("init") and
+// with a pool of kept inits ("zygote"); tune sets the mode on a Sandbox.
+func eachMode(t *testing.T, fn func(t *testing.T, mode func(*exec.Sandbox))) {
+	t.Run("init", func(t *testing.T) { fn(t, func(*exec.Sandbox) {}) })
+	t.Run("zygote", func(t *testing.T) {
+		p := exec.NewPool()
+		t.Cleanup(p.Close)
+		fn(t, func(sb *exec.Sandbox) { sb.Pool = p })
+	})
+}
+
+// both applies two tunings.
+func both(a, b func(*exec.Sandbox)) func(*exec.Sandbox) {
+	return func(sb *exec.Sandbox) {
+		a(sb)
+		if b != nil {
+			b(sb)
+		}
+	}
+}
+
 // hostSecret places a file in a host directory the sandbox does not bind
 // (/root, as an operator's home would be) and returns its path.
 func hostSecret(t *testing.T) string {
@@ -46,82 +67,84 @@ func hostSecret(t *testing.T) string {
 // Every way out of the workspace that a command might try ends in an
 // error the command sees, and the host is left as it was.
 func TestSandboxEscapesFail(t *testing.T) {
-	secret := hostSecret(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // stands in for the fleet's NATS port
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			accepted <- struct{}{}
-			c.Close()
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		secret := hostSecret(t)
+		ln, err := net.Listen("tcp", "127.0.0.1:0") // stands in for the fleet's NATS port
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	victim := osexec.Command("sleep", "60")
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { victim.Process.Kill(); victim.Wait() }()
-	outside := filepath.Join(t.TempDir(), "written-from-the-sandbox")
+		defer ln.Close()
+		accepted := make(chan struct{}, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				accepted <- struct{}{}
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		victim := osexec.Command("sleep", "60")
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { victim.Process.Kill(); victim.Wait() }()
+		outside := filepath.Join(t.TempDir(), "written-from-the-sandbox")
 
-	// Each step prints "LABEL ok" only if the escape worked.
-	steps := []struct{ label, cmd string }{
-		{"read-secret", "cat " + secret},
-		{"list-root", "ls /root | grep -q sandbox-secret"},
-		{"symlink", "ln -s " + secret + " link && cat link"},
-		{"proc1-root", "cat /proc/1/root" + secret},
-		{"dotdot", "cat ../../../../../../.." + secret},
-		{"write-usr", "echo x > /usr/avfs-escape"},
-		{"write-etc", "echo x > /etc/avfs-escape"},
-		{"write-outside", "echo x > " + outside},
-		{"connect", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port)},
-		{"kill", fmt.Sprintf("kill -9 %d", victim.Process.Pid)},
-		// strace still running half a second later has attached.
-		{"ptrace", fmt.Sprintf("strace -p %d -o /dev/null & sleep 0.5; kill -0 $!", victim.Process.Pid)},
-		{"mount", "mount -t tmpfs none /tmp"},
-		{"unshare-user", "unshare -r true"},
-		{"unshare-mount", "unshare -m true"},
-		{"chroot", "chroot / true"},
-		{"sysctl", "echo 1 > /proc/sys/vm/drop_caches"},
-	}
-	var script strings.Builder
-	for _, s := range steps {
-		fmt.Fprintf(&script, "if ( %s ) >/dev/null 2>%s.err; then echo '%s ok'; else echo \"%s refused: $(head -c 200 %s.err | tr '\\n' ' ')\"; fi\n",
-			s.cmd, s.label, s.label, s.label, s.label)
-	}
-	res, ws := sandboxed(t, "bash -c "+shellQuote(script.String()), nil)
-	t.Logf("inside the sandbox:\n%s%s", res.Stdout, res.Stderr)
-	if exitCode(res) != "0" {
-		t.Fatalf("script exit %s, signal %q: %s", exitCode(res), res.Signal, res.Stderr)
-	}
-	for _, s := range steps {
-		if strings.Contains(string(res.Stdout), s.label+" ok") {
-			t.Errorf("%s: escaped the sandbox (%s)", s.label, s.cmd)
-		} else if !strings.Contains(string(res.Stdout), s.label+" refused: ") {
-			t.Errorf("%s: no verdict in the output", s.label)
+		// Each step prints "LABEL ok" only if the escape worked.
+		steps := []struct{ label, cmd string }{
+			{"read-secret", "cat " + secret},
+			{"list-root", "ls /root | grep -q sandbox-secret"},
+			{"symlink", "ln -s " + secret + " link && cat link"},
+			{"proc1-root", "cat /proc/1/root" + secret},
+			{"dotdot", "cat ../../../../../../.." + secret},
+			{"write-usr", "echo x > /usr/avfs-escape"},
+			{"write-etc", "echo x > /etc/avfs-escape"},
+			{"write-outside", "echo x > " + outside},
+			{"connect", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port)},
+			{"kill", fmt.Sprintf("kill -9 %d", victim.Process.Pid)},
+			// strace still running half a second later has attached.
+			{"ptrace", fmt.Sprintf("strace -p %d -o /dev/null & sleep 0.5; kill -0 $!", victim.Process.Pid)},
+			{"mount", "mount -t tmpfs none /tmp"},
+			{"unshare-user", "unshare -r true"},
+			{"unshare-mount", "unshare -m true"},
+			{"chroot", "chroot / true"},
+			{"sysctl", "echo 1 > /proc/sys/vm/drop_caches"},
 		}
-	}
-	// The host saw none of it.
-	for _, p := range []string{"/usr/avfs-escape", "/etc/avfs-escape", outside} {
-		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s exists on the host: %v", p, err)
+		var script strings.Builder
+		for _, s := range steps {
+			fmt.Fprintf(&script, "if ( %s ) >/dev/null 2>%s.err; then echo '%s ok'; else echo \"%s refused: $(head -c 200 %s.err | tr '\\n' ' ')\"; fi\n",
+				s.cmd, s.label, s.label, s.label, s.label)
 		}
-	}
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(victim.Process.Pid) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
-		t.Errorf("the host process was killed: %q %v", b, err)
-	}
-	select {
-	case <-accepted:
-		t.Error("the listener on 127.0.0.1 got a connection from the sandbox")
-	default:
-	}
-	// What the command was allowed to do reached the workspace.
-	if _, err := os.Lstat(filepath.Join(ws, "link")); err != nil {
-		t.Errorf("the symlink made in the workspace is not in it: %v", err)
-	}
+		res, ws := sandboxed(t, "bash -c "+shellQuote(script.String()), mode)
+		t.Logf("inside the sandbox:\n%s%s", res.Stdout, res.Stderr)
+		if exitCode(res) != "0" {
+			t.Fatalf("script exit %s, signal %q: %s", exitCode(res), res.Signal, res.Stderr)
+		}
+		for _, s := range steps {
+			if strings.Contains(string(res.Stdout), s.label+" ok") {
+				t.Errorf("%s: escaped the sandbox (%s)", s.label, s.cmd)
+			} else if !strings.Contains(string(res.Stdout), s.label+" refused: ") {
+				t.Errorf("%s: no verdict in the output", s.label)
+			}
+		}
+		// The host saw none of it.
+		for _, p := range []string{"/usr/avfs-escape", "/etc/avfs-escape", outside} {
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s exists on the host: %v", p, err)
+			}
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(victim.Process.Pid) + "/stat"); err != nil || strings.Contains(string(b), ") Z ") {
+			t.Errorf("the host process was killed: %q %v", b, err)
+		}
+		select {
+		case <-accepted:
+			t.Error("the listener on 127.0.0.1 got a connection from the sandbox")
+		default:
+		}
+		// What the command was allowed to do reached the workspace.
+		if _, err := os.Lstat(filepath.Join(ws, "link")); err != nil {
+			t.Errorf("the symlink made in the workspace is not in it: %v", err)
+		}
+	})
 }
 
 // shellQuote quotes s for sh.
@@ -155,36 +178,39 @@ func TestSandboxNetworkGranted(t *testing.T) {
 // The command's status comes through the init unchanged, and nothing it
 // started outlives it, not even a process in a session of its own.
 func TestSandboxStatusAndCleanup(t *testing.T) {
-	res, _ := sandboxed(t, "exit 3", nil)
-	if exitCode(res) != "3" || res.Signal != "" {
-		t.Errorf("exit 3: got exit %s signal %q", exitCode(res), res.Signal)
-	}
-	res, _ = sandboxed(t, "kill -TERM $$", nil)
-	if res.ExitCode != nil || res.Signal != "SIGTERM" {
-		t.Errorf("kill -TERM $$: got exit %s signal %q", exitCode(res), res.Signal)
-	}
-	marker := fmt.Sprintf("%d.%d", 1000+os.Getpid()%1000, time.Now().UnixNano()%1000)
-	res, _ = sandboxed(t, "setsid sleep "+marker+" >/dev/null 2>&1 < /dev/null & echo started", nil)
-	if string(res.Stdout) != "started\n" {
-		t.Fatalf("stdout %q, stderr %q", res.Stdout, res.Stderr)
-	}
-	checkFor(t, 5*time.Second, func() error {
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
-				return fmt.Errorf("pid %s (setsid sleep %s) outlived its sandbox", e.Name(), marker)
-			}
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		res, _ := sandboxed(t, "exit 3", mode)
+		if exitCode(res) != "3" || res.Signal != "" {
+			t.Errorf("exit 3: got exit %s signal %q", exitCode(res), res.Signal)
 		}
-		return nil
-	})
+		res, _ = sandboxed(t, "kill -TERM $$", mode)
+		if res.ExitCode != nil || res.Signal != "SIGTERM" {
+			t.Errorf("kill -TERM $$: got exit %s signal %q", exitCode(res), res.Signal)
+		}
+		marker := fmt.Sprintf("%d.%d", 1000+os.Getpid()%1000, time.Now().UnixNano()%1000)
+		res, _ = sandboxed(t, "setsid sleep "+marker+" >/dev/null 2>&1 < /dev/null & echo started", mode)
+		if string(res.Stdout) != "started\n" {
+			t.Fatalf("stdout %q, stderr %q", res.Stdout, res.Stderr)
+		}
+		checkFor(t, 5*time.Second, func() error {
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
+					return fmt.Errorf("pid %s (setsid sleep %s) outlived its sandbox", e.Name(), marker)
+				}
+			}
+			return nil
+		})
 
-	// A timeout gets SIGTERM to the command, as without a sandbox.
-	ws := t.TempDir()
-	res = run(t, exec.Spec{Shell: "sleep 30", Dir: ws, Env: hostEnv(), Timeout: 300 * time.Millisecond,
-		Sandbox: &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}})
-	if !res.TimedOut || res.Signal != "SIGTERM" {
-		t.Errorf("timeout: timed out %v, signal %q, exit %s; want SIGTERM", res.TimedOut, res.Signal, exitCode(res))
-	}
+		// A timeout gets SIGTERM to the command, as without a sandbox.
+		ws := t.TempDir()
+		sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+		mode(sb)
+		res = run(t, exec.Spec{Shell: "sleep 30", Dir: ws, Env: hostEnv(), Timeout: 300 * time.Millisecond, Sandbox: sb})
+		if !res.TimedOut || res.Signal != "SIGTERM" {
+			t.Errorf("timeout: timed out %v, signal %q, exit %s; want SIGTERM", res.TimedOut, res.Signal, exitCode(res))
+		}
+	})
 }
 
 // A timeout that expires while the sandbox's init is still starting ends
@@ -193,64 +219,72 @@ func TestSandboxStatusAndCleanup(t *testing.T) {
 // signals is dropped (the init is PID 1), and the grace period's SIGKILL
 // ends the command; one after it ends the init (reported as SIGTERM).
 func TestSandboxTimeoutDuringStart(t *testing.T) {
-	ws := t.TempDir()
-	sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
-	for _, timeout := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond} {
-		res := run(t, exec.Spec{Shell: "sleep 30", Dir: ws, Env: hostEnv(), Timeout: timeout, Grace: 200 * time.Millisecond, Sandbox: sb})
-		if !res.TimedOut || res.Signal == "" || res.ExitCode != nil {
-			t.Errorf("timeout %v: timed out %v, signal %q, exit %s; want a timeout ended by a signal",
-				timeout, res.TimedOut, res.Signal, exitCode(res))
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		ws := t.TempDir()
+		sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+		mode(sb)
+		for _, timeout := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 80 * time.Millisecond} {
+			res := run(t, exec.Spec{Shell: "sleep 30", Dir: ws, Env: hostEnv(), Timeout: timeout, Grace: 200 * time.Millisecond, Sandbox: sb})
+			if !res.TimedOut || res.Signal == "" || res.ExitCode != nil {
+				t.Errorf("timeout %v: timed out %v, signal %q, exit %s; want a timeout ended by a signal",
+					timeout, res.TimedOut, res.Signal, exitCode(res))
+			}
 		}
-	}
+	})
 }
 
 // A program that is not there fails to start, as without a sandbox; a
 // bind that cannot be made is a sandbox error, and nothing runs.
 func TestSandboxStartErrors(t *testing.T) {
-	ws := t.TempDir()
-	sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
-	_, err := exec.Run(context.Background(), exec.Spec{Argv: []string{ws + "/missing"}, Dir: ws, Env: hostEnv(), Sandbox: sb})
-	if !errors.Is(err, exec.ErrStart) || errors.Is(err, exec.ErrSandbox) || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("missing program: %v", err)
-	}
-	sb.Binds = append(sb.Binds, exec.Bind{Path: "relative/path"})
-	_, err = exec.Run(context.Background(), exec.Spec{Shell: "touch ran", Dir: ws, Env: hostEnv(), Sandbox: sb})
-	if !errors.Is(err, exec.ErrSandbox) || !strings.Contains(err.Error(), "relative/path") {
-		t.Errorf("bad bind: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
-		t.Error("the command ran although its sandbox could not be built")
-	}
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		ws := t.TempDir()
+		sb := &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+		mode(sb)
+		_, err := exec.Run(context.Background(), exec.Spec{Argv: []string{ws + "/missing"}, Dir: ws, Env: hostEnv(), Sandbox: sb})
+		if !errors.Is(err, exec.ErrStart) || errors.Is(err, exec.ErrSandbox) || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("missing program: %v", err)
+		}
+		sb.Binds = append(sb.Binds, exec.Bind{Path: "relative/path"})
+		_, err = exec.Run(context.Background(), exec.Spec{Shell: "touch ran", Dir: ws, Env: hostEnv(), Sandbox: sb})
+		if !errors.Is(err, exec.ErrSandbox) || !strings.Contains(err.Error(), "relative/path") {
+			t.Errorf("bad bind: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+			t.Error("the command ran although its sandbox could not be built")
+		}
+	})
 }
 
 // Limits: a command beyond its memory is killed and says why; one that
 // forks beyond its process count is refused forks and says so.
 func TestSandboxLimits(t *testing.T) {
-	res, _ := sandboxed(t, "exec python3 -c 'b = bytearray(512 << 20); print(len(b))'", func(sb *exec.Sandbox) {
-		sb.Limits.MemoryBytes = 64 << 20
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		res, _ := sandboxed(t, "exec python3 -c 'b = bytearray(512 << 20); print(len(b))'", both(mode, func(sb *exec.Sandbox) {
+			sb.Limits.MemoryBytes = 64 << 20
+		}))
+		if res.Signal != "SIGKILL" || res.Limit != exec.LimitMemory {
+			t.Errorf("memory: exit %s, signal %q, limit %q, stdout %q, stderr %q; want SIGKILL by the memory limit",
+				exitCode(res), res.Signal, res.Limit, res.Stdout, res.Stderr)
+		}
+		res, _ = sandboxed(t, "for i in $(seq 40); do sleep 5 & done 2>/dev/null; kill $(jobs -p) 2>/dev/null; exit 0", both(mode, func(sb *exec.Sandbox) {
+			sb.Limits.Pids = 10
+		}))
+		if res.Limit != exec.LimitPids {
+			t.Errorf("pids: exit %s, limit %q, stderr %q; want the pids limit", exitCode(res), res.Limit, res.Stderr)
+		}
+		// A tenth of a CPU: a second of busy looping gets at most about a
+		// tenth of a second of CPU time (less when the machine is busy).
+		res, _ = sandboxed(t, "exec python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1: pass\nprint(time.process_time())'", both(mode, func(sb *exec.Sandbox) {
+			sb.Limits.CPUs = 0.1
+		}))
+		if cpu, err := strconv.ParseFloat(strings.TrimSpace(string(res.Stdout)), 64); err != nil || cpu > 0.2 {
+			t.Errorf("cpus 0.1: a 1 s busy loop used %q s of CPU (stderr %q), want at most ~0.1", res.Stdout, res.Stderr)
+		}
+		res, _ = sandboxed(t, "true", both(mode, func(sb *exec.Sandbox) { sb.Limits = exec.Limits{MemoryBytes: 256 << 20, Pids: 100, CPUs: 1} }))
+		if exitCode(res) != "0" || res.Limit != "" {
+			t.Errorf("within limits: exit %s, limit %q, stderr %q", exitCode(res), res.Limit, res.Stderr)
+		}
 	})
-	if res.Signal != "SIGKILL" || res.Limit != exec.LimitMemory {
-		t.Errorf("memory: exit %s, signal %q, limit %q, stdout %q, stderr %q; want SIGKILL by the memory limit",
-			exitCode(res), res.Signal, res.Limit, res.Stdout, res.Stderr)
-	}
-	res, _ = sandboxed(t, "for i in $(seq 40); do sleep 5 & done 2>/dev/null; kill $(jobs -p) 2>/dev/null; exit 0", func(sb *exec.Sandbox) {
-		sb.Limits.Pids = 10
-	})
-	if res.Limit != exec.LimitPids {
-		t.Errorf("pids: exit %s, limit %q, stderr %q; want the pids limit", exitCode(res), res.Limit, res.Stderr)
-	}
-	// A tenth of a CPU: a second of busy looping gets at most about a
-	// tenth of a second of CPU time (less when the machine is busy).
-	res, _ = sandboxed(t, "exec python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1: pass\nprint(time.process_time())'", func(sb *exec.Sandbox) {
-		sb.Limits.CPUs = 0.1
-	})
-	if cpu, err := strconv.ParseFloat(strings.TrimSpace(string(res.Stdout)), 64); err != nil || cpu > 0.2 {
-		t.Errorf("cpus 0.1: a 1 s busy loop used %q s of CPU (stderr %q), want at most ~0.1", res.Stdout, res.Stderr)
-	}
-	res, _ = sandboxed(t, "true", func(sb *exec.Sandbox) { sb.Limits = exec.Limits{MemoryBytes: 256 << 20, Pids: 100, CPUs: 1} })
-	if exitCode(res) != "0" || res.Limit != "" {
-		t.Errorf("within limits: exit %s, limit %q, stderr %q", exitCode(res), res.Limit, res.Stderr)
-	}
 }
 
 // BenchmarkTrue compares `true` run plainly and in a sandbox: the
@@ -283,24 +317,27 @@ func BenchmarkTrue(b *testing.B) {
 // A hidden path stays hidden under a bind that contains it (the worker's
 // home under a bound directory), while the workspace bound below it shows.
 func TestSandboxHide(t *testing.T) {
-	shared := t.TempDir()
-	home := filepath.Join(shared, "avfs-home")
-	ws := filepath.Join(home, "mnt", "default", "v")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(home, "store.db"), []byte("other vaults"), 0o600)
-	os.WriteFile(filepath.Join(shared, "tool.txt"), []byte("shared tool\n"), 0o644)
-	sb := &exec.Sandbox{Hide: []string{home},
-		Binds: append(exec.SystemBinds(), exec.Bind{Path: shared}, exec.Bind{Path: ws, Writable: true})}
-	res := run(t, exec.Spec{Shell: "cat " + shared + "/tool.txt; ls " + home + "; echo ok > here; cat " + home + "/store.db",
-		Dir: ws, Env: hostEnv(), Sandbox: sb})
-	if string(res.Stdout) != "shared tool\nmnt\n" || !strings.Contains(string(res.Stderr), "store.db: No such file") {
-		t.Fatalf("stdout %q, stderr %q; want the shared file, only mnt in the home, no store", res.Stdout, res.Stderr)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "here")); string(b) != "ok\n" {
-		t.Fatalf("the workspace under the hidden home did not get the write: %q", b)
-	}
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		shared := t.TempDir()
+		home := filepath.Join(shared, "avfs-home")
+		ws := filepath.Join(home, "mnt", "default", "v")
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(home, "store.db"), []byte("other vaults"), 0o600)
+		os.WriteFile(filepath.Join(shared, "tool.txt"), []byte("shared tool\n"), 0o644)
+		sb := &exec.Sandbox{Hide: []string{home},
+			Binds: append(exec.SystemBinds(), exec.Bind{Path: shared}, exec.Bind{Path: ws, Writable: true})}
+		mode(sb)
+		res := run(t, exec.Spec{Shell: "cat " + shared + "/tool.txt; ls " + home + "; echo ok > here; cat " + home + "/store.db",
+			Dir: ws, Env: hostEnv(), Sandbox: sb})
+		if string(res.Stdout) != "shared tool\nmnt\n" || !strings.Contains(string(res.Stderr), "store.db: No such file") {
+			t.Fatalf("stdout %q, stderr %q; want the shared file, only mnt in the home, no store", res.Stdout, res.Stderr)
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, "here")); string(b) != "ok\n" {
+			t.Fatalf("the workspace under the hidden home did not get the write: %q", b)
+		}
+	})
 }
 
 // cpuTime is the user and system time of this process and its waited-for
@@ -318,8 +355,10 @@ func cpuTime() time.Duration {
 // The init's report cannot be forged by the command: the pipes it
 // reports through are not inherited.
 func TestSandboxReportNotForgeable(t *testing.T) {
-	res, _ := sandboxed(t, "echo 'exit 0' >&4; echo 'exit 0' >&3; exit 7", nil)
-	if exitCode(res) != "7" {
-		t.Fatalf("exit %s, stderr %q; want the command's own 7", exitCode(res), res.Stderr)
-	}
+	eachMode(t, func(t *testing.T, mode func(*exec.Sandbox)) {
+		res, _ := sandboxed(t, "echo 'exit 0' >&4; echo 'exit 0' >&3; exit 7", mode)
+		if exitCode(res) != "7" {
+			t.Fatalf("exit %s, stderr %q; want the command's own 7", exitCode(res), res.Stderr)
+		}
+	})
 }
