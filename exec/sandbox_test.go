@@ -291,6 +291,8 @@ func TestSandboxLimits(t *testing.T) {
 // difference is the sandbox's setup cost (BENCHMARKS.md).
 func BenchmarkTrue(b *testing.B) {
 	ws := b.TempDir()
+	pool := exec.NewPool()
+	defer pool.Close()
 	for _, bc := range []struct {
 		name string
 		sb   *exec.Sandbox
@@ -298,6 +300,7 @@ func BenchmarkTrue(b *testing.B) {
 		{"none", nil},
 		{"namespaces", &exec.Sandbox{Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}},
 		{"namespaces+network", &exec.Sandbox{Network: true, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}},
+		{"namespaces+zygote", &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// CPU time of the children (init and command) and of this
@@ -361,4 +364,68 @@ func TestSandboxReportNotForgeable(t *testing.T) {
 			t.Fatalf("exit %s, stderr %q; want the command's own 7", exitCode(res), res.Stderr)
 		}
 	})
+}
+
+// A kept init serves run after run of its layout, and each run starts
+// clean: its own /tmp, /dev/shm and IPC namespace, nothing left running
+// by the run before, and the workspace as it is now on the host, even
+// when what is mounted there changed between runs (a vault remounted).
+func TestZygoteRunsAreSeparate(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	first := run(t, exec.Spec{Shell: "echo left > /tmp/mark; echo left > /dev/shm/mark; ipcmk -M 4096 >/dev/null; ipcs -m | grep -c 0x; setsid sleep 300 </dev/null >/dev/null 2>&1 & echo ok",
+		Dir: ws, Env: hostEnv(), Sandbox: sb})
+	if string(first.Stdout) != "1\nok\n" {
+		t.Fatalf("first run: stdout %q, stderr %q", first.Stdout, first.Stderr)
+	}
+	if pool.Idle() != 1 {
+		t.Fatalf("%d idle inits after a run, want 1 kept", pool.Idle())
+	}
+	// Something else is mounted on the workspace now; the next run sees it.
+	other := t.TempDir()
+	os.WriteFile(filepath.Join(other, "new.txt"), []byte("remounted\n"), 0o644)
+	if err := unix.Mount(other, ws, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(ws, unix.MNT_DETACH) })
+	second := run(t, exec.Spec{Shell: "cat /tmp/mark /dev/shm/mark 2>/dev/null; ls /dev/shm; ipcs -m | grep -c 0x; ps -e -o comm= | grep -c sleep; cat new.txt",
+		Dir: ws, Env: hostEnv(), Sandbox: sb})
+	if string(second.Stdout) != "0\n0\nremounted\n" {
+		t.Errorf("second run: stdout %q, stderr %q; want nothing in /tmp, /dev/shm or shared memory, no sleep, the remounted workspace", second.Stdout, second.Stderr)
+	}
+	if pool.Idle() != 1 {
+		t.Errorf("%d idle inits after two runs of one layout, want the same one kept", pool.Idle())
+	}
+}
+
+// Runs of one layout at the same time each get an init of their own.
+func TestZygoteConcurrentRuns(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	// Each run waits until the other has written its file, so they overlap.
+	results := make(chan exec.Result, 2)
+	for _, me := range []string{"a", "b"} {
+		other := map[string]string{"a": "b", "b": "a"}[me]
+		go func() {
+			res, err := exec.Run(context.Background(), exec.Spec{
+				Shell: fmt.Sprintf("touch %s; for i in $(seq 600); do [ -e %s ] && exit 0; sleep 0.05; done; exit 1", me, other),
+				Dir:   ws, Env: hostEnv(), Sandbox: sb, Timeout: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		}()
+	}
+	for range 2 {
+		if res := <-results; exitCode(res) != "0" {
+			t.Errorf("exit %s, stderr %q: the runs did not overlap", exitCode(res), res.Stderr)
+		}
+	}
+	if n := pool.Idle(); n != 2 {
+		t.Errorf("%d idle inits, want 2", n)
+	}
 }
