@@ -456,6 +456,10 @@ func (p *Pool) run(ctx context.Context, s Spec, res Result) (Result, error) {
 		req.Cgroups = len(join)
 	}
 	err = z.send(req, files)
+	for _, fd := range closeLater {
+		unix.Close(fd) // the zygote has its own copies now
+	}
+	closeLater = nil
 	cp.started()
 	if err != nil {
 		cp.abort()
@@ -754,8 +758,7 @@ func zygoteStart(req zygoteRequest, under []string, stdio, binds, cgroups []int)
 }
 
 // underTmp lists what the layout put under /tmp (binds, hidden paths,
-// mount points), outermost first, which each run's fresh /tmp must show
-// again.
+// mount points), sorted, which each run's fresh /tmp must show again.
 func underTmp(cfg initConfig) []string {
 	var paths []string
 	for _, b := range cfg.Binds {
@@ -772,8 +775,8 @@ func underTmp(cfg initConfig) []string {
 		if !strings.HasPrefix(p, "/tmp/") {
 			continue
 		}
-		if len(out) > 0 && (p == out[len(out)-1] || strings.HasPrefix(p, out[len(out)-1]+"/")) {
-			continue // comes along with its parent
+		if len(out) > 0 && p == out[len(out)-1] {
+			continue
 		}
 		if _, err := os.Lstat(p); err != nil {
 			continue // skipped when the root was built
@@ -800,7 +803,11 @@ func freshTmp(size int64, under []string) error {
 			}
 		}
 	}()
+	var cloned []string // what is below these comes along
 	for _, p := range under {
+		if slices.ContainsFunc(cloned, func(c string) bool { return strings.HasPrefix(p, c+"/") }) {
+			continue
+		}
 		fi, err := os.Lstat(p)
 		if err != nil {
 			continue
@@ -814,6 +821,7 @@ func freshTmp(size int64, under []string) error {
 			if k.fd, err = unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE); err != nil {
 				return fmt.Errorf("/tmp: keep %s: %w", p, err)
 			}
+			cloned = append(cloned, p)
 		}
 		kept = append(kept, k)
 	}

@@ -33,7 +33,22 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	return newPolicyFixture(t, cfg, policy.Default())
 }
 
+// newPolicyFixture serves like a worker: sandbox inits are kept between
+// commands (newOneShotFixture does as the one-shot CLI does).
 func newPolicyFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
+	t.Helper()
+	cfg.Sandbox.KeepInits = true
+	return newRunnerFixture(t, cfg, pol)
+}
+
+// newOneShotFixture starts a sandbox init for every command, as the CLI
+// without a server does.
+func newOneShotFixture(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	return newRunnerFixture(t, cfg, policy.Default())
+}
+
+func newRunnerFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("exec tests need /dev/fuse: %v", err)

@@ -27,6 +27,12 @@ type SandboxConfig struct {
 	// worker's home (its store, its credentials, other vaults' mounts).
 	Hide   []string
 	Vaults []VaultSandbox
+	// KeepInits keeps a sandbox init per vault alive between its commands
+	// (exec.Pool), for a process that serves many: a sandboxed command
+	// then costs about what an unsandboxed one does. A one-shot process
+	// leaves it off, since starting a kept init costs what starting a
+	// one-shot init does.
+	KeepInits bool
 }
 
 // VaultSandbox overrides the sandbox of one vault.
@@ -88,15 +94,27 @@ type sandboxPlan struct {
 type sandboxes struct {
 	cfg   SandboxConfig
 	probe func() error
+	pool  *exec.Pool // nil unless cfg.KeepInits
 }
 
 func newSandboxes(cfg SandboxConfig) *sandboxes {
-	return &sandboxes{cfg: cfg, probe: sync.OnceValue(func() error {
+	var pool *exec.Pool
+	if cfg.KeepInits {
+		pool = exec.NewPool()
+	}
+	return &sandboxes{cfg: cfg, pool: pool, probe: sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := exec.Run(ctx, exec.Spec{Argv: []string{"true"}, Sandbox: &exec.Sandbox{Binds: exec.SystemBinds()}})
 		return err
 	})}
+}
+
+// close ends the kept inits.
+func (s *sandboxes) close() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
 }
 
 // vault is the sandbox configuration of ns/name, before the probe.
@@ -148,7 +166,7 @@ func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy str
 	case grantedBy != "":
 		info.Network, info.NetworkBy = true, grantedBy
 	}
-	sb := &exec.Sandbox{Network: info.Network, TmpSize: s.cfg.TmpSize, Limits: v.Limits, Hide: s.cfg.Hide}
+	sb := &exec.Sandbox{Network: info.Network, TmpSize: s.cfg.TmpSize, Limits: v.Limits, Hide: s.cfg.Hide, Pool: s.pool}
 	sb.Binds = append(exec.SystemBinds(), toolchainBinds(env)...)
 	sb.Binds = append(sb.Binds, s.cfg.Binds...)
 	sb.Binds = append(sb.Binds, exec.Bind{Path: workspace, Writable: true})

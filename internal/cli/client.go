@@ -38,7 +38,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 	}
 	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := worker.Wire(c, h, log)
+	cl, err := worker.Wire(c, h, log, false)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("set up handler: %w", err)
