@@ -103,6 +103,13 @@ func TestSandboxEscapesFail(t *testing.T) {
 			{"kill", fmt.Sprintf("kill -9 %d", victim.Process.Pid)},
 			// strace still running half a second later has attached.
 			{"ptrace", fmt.Sprintf("strace -p %d -o /dev/null & sleep 0.5; kill -0 $!", victim.Process.Pid)},
+			// The sandbox's own init (kept or not) is out of reach too.
+			{"init-fds", "for f in /proc/1/fd/*; do readlink $f; done | grep -q ."},
+			{"init-root", "ls /proc/1/root/ | grep -q ."},
+			{"init-mem", "head -c 1 /proc/1/mem | grep -q ."},
+			{"init-environ", "grep -q AVFS /proc/1/environ"},
+			{"init-ptrace", "strace -p 1 -o /dev/null & sleep 0.5; kill -0 $!"},
+			{"init-kill", "kill -KILL 1 && sleep 0.2 && ! kill -0 1"},
 			{"mount", "mount -t tmpfs none /tmp"},
 			{"unshare-user", "unshare -r true"},
 			{"unshare-mount", "unshare -m true"},
