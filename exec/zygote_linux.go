@@ -366,6 +366,11 @@ func (p *Pool) run(ctx context.Context, s Spec, res Result) (Result, error) {
 		return startErr(fmt.Errorf("%w: %w", ErrSandbox, err))
 	}
 	z, err := p.get(ctx, cfg, key)
+	if err != nil && ctx.Err() != nil {
+		// Canceled while the init started: nothing of the command ran.
+		res.Canceled, res.Duration = true, time.Since(res.StartedAt)
+		return res, nil
+	}
 	if err != nil {
 		return startErr(fmt.Errorf("%w: %w", ErrSandbox, err))
 	}
