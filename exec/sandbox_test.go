@@ -363,11 +363,10 @@ func cpuTime() time.Duration {
 	return total
 }
 
-// keptInitsCPU is the CPU time of this process's kept sandbox inits
-// (children named avfs-sandbox that are still running) and of the
-// commands they reaped.
-func keptInitsCPU() time.Duration {
-	var total time.Duration
+// keptInits lists this process's kept sandbox inits: children named
+// avfs-sandbox that are still running.
+func keptInits() []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -375,14 +374,28 @@ func keptInitsCPU() time.Duration {
 			continue
 		}
 		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
+		if f := strings.Fields(string(b[i+2:])); i < 0 || len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
 			continue
 		}
-		f := strings.Fields(string(b[i+2:])) // state ppid ... utime stime cutime cstime at 11..14
-		if len(f) < 15 || f[1] != strconv.Itoa(os.Getpid()) {
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.HasPrefix(string(cmd), "avfs-sandbox") {
+			pid, _ := strconv.Atoi(e.Name())
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// keptInitsCPU is the CPU time of this process's kept inits and of the
+// commands they reaped.
+func keptInitsCPU() time.Duration {
+	var total time.Duration
+	for _, pid := range keptInits() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
 			continue
 		}
-		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); !strings.HasPrefix(string(cmd), "avfs-sandbox") {
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:])) // utime stime cutime cstime at 11..14
+		if len(f) < 15 {
 			continue
 		}
 		for _, x := range f[11:15] {
@@ -421,6 +434,20 @@ func TestZygoteRunsAreSeparate(t *testing.T) {
 	if pool.Idle() != 1 {
 		t.Fatalf("%d idle inits after a run, want 1 kept", pool.Idle())
 	}
+	// No thread of the kept init stays in the run's mount namespace (it
+	// would keep the run's mounts, the vault's among them, alive).
+	checkFor(t, 10*time.Second, func() error {
+		for _, pid := range keptInits() {
+			own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/ns/mnt", pid))
+			for _, task := range tasks {
+				if ns, err := os.Readlink(task); err == nil && ns != own {
+					return fmt.Errorf("%s is in %s, not the init's %s", task, ns, own)
+				}
+			}
+		}
+		return nil
+	})
 	// Something else is mounted on the workspace now; the next run sees it.
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "new.txt"), []byte("remounted\n"), 0o644)

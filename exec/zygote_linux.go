@@ -553,6 +553,11 @@ func zygoteMain() {
 		fmt.Fprintln(os.Stderr, "avfs: "+initEnv+" is reserved for the sandbox")
 		os.Exit(127)
 	}
+	// The main thread stays the main goroutine's: a run's goroutine ends
+	// locked to its thread so that the thread, in the run's mount
+	// namespace, exits with it, and the runtime never lets the main thread
+	// exit (it would stay, wedged, holding the run's mounts).
+	runtime.LockOSThread()
 	catchSignals() // PID 1: none may end it; the commands get their own
 	syscall.CloseOnExec(initConfigFD)
 	syscall.CloseOnExec(zygoteSockFD)

@@ -87,6 +87,9 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	}
 	// The mounts of other vaults are never a command's business.
 	cfg.Sandbox.Hide = append(slices.Clone(cfg.Sandbox.Hide), mounts.root)
+	if cfg.Sandbox.CacheDir == "" {
+		cfg.Sandbox.CacheDir = filepath.Join(filepath.Dir(mounts.root), "cache")
+	}
 	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
@@ -245,7 +248,10 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		grantedBy = "rule"
 	}
 	cmdEnv := r.environ(root, a.Env)
-	plan := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	if err != nil {
+		return env, err
+	}
 	details["sandbox"] = plan.info.Mode
 	if env.Decision.RequireSandbox && plan.sb == nil {
 		env.Decision.Action = string(policy.Deny)
@@ -306,7 +312,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
-		Env: cmdEnv, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
+		Env: plan.env, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
 	}
 	env.Sandbox = &plan.info
 	if a.Stdin != nil {

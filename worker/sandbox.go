@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,12 @@ type SandboxConfig struct {
 	// worker's home (its store, its credentials, other vaults' mounts).
 	Hide   []string
 	Vaults []VaultSandbox
+	// CacheDir holds each namespace's own build caches (Go's GOCACHE at
+	// CacheDir/NAMESPACE/go-build), bound writable into its commands: a
+	// cache shared by tenants would let one plant build results that
+	// another's go build trusts. NewRunner defaults it to "cache" next to
+	// the mounts' directory (the worker's home).
+	CacheDir string
 	// KeepInits keeps a sandbox init per vault alive between its commands
 	// (exec.Pool), for a process that serves many: a sandboxed command
 	// then costs about what an unsandboxed one does. A one-shot process
@@ -48,7 +55,7 @@ type VaultSandbox struct {
 func SandboxFrom(c *config.Config) (SandboxConfig, error) {
 	s := c.Sandbox
 	out := SandboxConfig{Mode: s.Mode, Fallback: s.Fallback, Network: s.Network, TmpSize: s.TmpSizeMB << 20,
-		Limits: limits(s.Limits), Hide: []string{c.Home}}
+		Limits: limits(s.Limits), Hide: []string{c.Home}, CacheDir: filepath.Join(c.Home, "cache")}
 	if err := validMode(s.Mode); err != nil {
 		return out, err
 	}
@@ -87,6 +94,7 @@ func limits(l config.SandboxLimits) exec.Limits {
 type sandboxPlan struct {
 	info messages.SandboxInfo
 	sb   *exec.Sandbox // nil for mode none
+	env  []string      // the command's environment, with its namespace's caches
 }
 
 // sandboxes decides plans; it remembers whether this machine can make
@@ -148,7 +156,7 @@ func (s *sandboxes) vault(ns, name string) VaultSandbox {
 // mount, env the command's environment (its toolchain variables name the
 // directories to bind); grantedBy is "rule" or "approval" when the policy
 // grants the network, else "".
-func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) sandboxPlan {
+func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) (sandboxPlan, error) {
 	v := s.vault(ns, name)
 	if v.Mode == messages.SandboxNamespaces && s.cfg.Fallback {
 		if err := s.probe(); err != nil {
@@ -156,7 +164,7 @@ func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy str
 		}
 	}
 	if v.Mode == messages.SandboxNone {
-		return sandboxPlan{info: messages.SandboxInfo{Mode: messages.SandboxNone, Network: true, NetworkBy: "host"}}
+		return sandboxPlan{info: messages.SandboxInfo{Mode: messages.SandboxNone, Network: true, NetworkBy: "host"}, env: env}, nil
 	}
 	info := messages.SandboxInfo{Mode: messages.SandboxNamespaces,
 		Limits: messages.SandboxLimits{MemoryBytes: v.Limits.MemoryBytes, Pids: v.Limits.Pids, CPUs: v.Limits.CPUs}}
@@ -167,26 +175,58 @@ func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy str
 		info.Network, info.NetworkBy = true, grantedBy
 	}
 	sb := &exec.Sandbox{Network: info.Network, TmpSize: s.cfg.TmpSize, Limits: v.Limits, Hide: s.cfg.Hide, Pool: s.pool}
-	sb.Binds = append(exec.SystemBinds(), toolchainBinds(env)...)
+	env, cache, err := s.namespaceCaches(ns, workspace, env)
+	if err != nil {
+		return sandboxPlan{}, err
+	}
+	sb.Binds = append(exec.SystemBinds(), toolchainBinds(env, workspace)...)
 	sb.Binds = append(sb.Binds, s.cfg.Binds...)
+	sb.Binds = append(sb.Binds, cache...)
 	sb.Binds = append(sb.Binds, exec.Bind{Path: workspace, Writable: true})
 	sb.Binds = dedupBinds(sb.Binds)
-	return sandboxPlan{info: info, sb: sb}
+	return sandboxPlan{info: info, sb: sb, env: env}, nil
 }
 
-// toolchainBinds shows the toolchains and caches that the command's
-// environment names: read-only, except Go's build cache, which go build
-// and go test must write (it is content-addressed: an entry is used only
-// for the exact inputs that made it).
-func toolchainBinds(env []string) []exec.Bind {
-	writable := map[string]bool{"GOCACHE": true}
+// namespaceCaches points the command's GOCACHE at its namespace's own
+// cache, unless it names a directory in the vault, and returns the binds
+// that cache needs.
+func (s *sandboxes) namespaceCaches(ns, workspace string, env []string) ([]string, []exec.Bind, error) {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "GOCACHE" {
+			if within(workspace, v) {
+				return env, nil, nil
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	dir := filepath.Join(s.cfg.CacheDir, ns, "go-build")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("build cache of namespace %s: %w", ns, err)
+	}
+	return append(out, "GOCACHE="+dir), []exec.Bind{{Path: dir, Writable: true}}, nil
+}
+
+// within reports whether p is dir or below it.
+func within(dir, p string) bool {
+	p = filepath.Clean(p)
+	return filepath.IsAbs(p) && (p == dir || strings.HasPrefix(p, dir+"/"))
+}
+
+// toolchainBinds shows, read-only, the toolchains and module caches that
+// the command's environment names (outside the workspace, which is bound
+// writable anyway). Go's build cache is not among them: it is the
+// namespace's own (namespaceCaches), because Go trusts its entries.
+func toolchainBinds(env []string, workspace string) []exec.Bind {
 	var binds []exec.Bind
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
-		case "GOROOT", "GOPATH", "GOMODCACHE", "GOCACHE", "CARGO_HOME", "RUSTUP_HOME":
-			if filepath.IsAbs(v) {
-				binds = append(binds, exec.Bind{Path: filepath.Clean(v), Writable: writable[k]})
+		case "GOROOT", "GOPATH", "GOMODCACHE", "CARGO_HOME", "RUSTUP_HOME":
+			if filepath.IsAbs(v) && !within(workspace, v) {
+				binds = append(binds, exec.Bind{Path: filepath.Clean(v)})
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -177,11 +179,59 @@ func TestMemoryLimitStatus(t *testing.T) {
 func TestSandboxFallback(t *testing.T) {
 	fake := func() error { return fmt.Errorf("fake probe: %w", exec.ErrSandbox) }
 	for _, fallback := range []bool{true, false} {
-		s := newSandboxes(SandboxConfig{Fallback: fallback})
+		s := newSandboxes(SandboxConfig{Fallback: fallback, CacheDir: t.TempDir()})
 		s.probe = fake
-		p := s.plan("default", "v", t.TempDir(), nil, "")
+		p, err := s.plan("default", "v", t.TempDir(), nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if want := map[bool]string{true: messages.SandboxNone, false: messages.SandboxNamespaces}[fallback]; p.info.Mode != want || (p.sb == nil) != fallback {
 			t.Errorf("fallback %v: mode %s, want %s", fallback, p.info.Mode, want)
 		}
+	}
+}
+
+// Go trusts what it finds in its build cache, so a cache shared by
+// tenants would let one plant results that another's go build uses: each
+// namespace writes a cache of its own, and the host's is not written.
+func TestBuildCachePerNamespace(t *testing.T) {
+	f := newFixture(t, Config{})
+	do := func(ns string, op messages.Op, vaultName string, args any) messages.Envelope {
+		t.Helper()
+		b, _ := json.Marshal(args)
+		rep := f.h.Handle(context.Background(), messages.Request{Op: op, Namespace: ns, Vault: vaultName, Args: b, Actor: "test"})
+		if rep.Error != nil {
+			t.Fatalf("%s %s: %v", ns, op, rep.Error)
+		}
+		var env messages.Envelope
+		json.Unmarshal(rep.Result, &env)
+		return env
+	}
+	plant := fmt.Sprintf("planted-%d", os.Getpid())
+	for _, ns := range []string{"tenant-a", "tenant-b"} {
+		do(ns, messages.OpVaultCreate, "v", messages.VaultCreateArgs{})
+	}
+	a := do("tenant-a", messages.OpExec, "v", messages.ExecArgs{Shell: `echo bad > "$GOCACHE/` + plant + `" && echo "$GOCACHE"`})
+	if a.Status != messages.StatusCompleted || a.ExitCode == nil || *a.ExitCode != 0 {
+		t.Fatalf("tenant A cannot write its own cache: exit %v, stderr %q", a.ExitCode, a.Stderr)
+	}
+	b := do("tenant-b", messages.OpExec, "v", messages.ExecArgs{Shell: `go env GOCACHE; cat "$GOCACHE/` + plant + `"`})
+	if strings.Contains(b.Stdout, "bad") || b.ExitCode == nil || *b.ExitCode == 0 {
+		t.Errorf("tenant B reads tenant A's cache entry: exit %v, stdout %q", b.ExitCode, b.Stdout)
+	}
+	if strings.TrimSpace(b.Stdout) == strings.TrimSpace(a.Stdout) {
+		t.Errorf("both tenants use the build cache %s", a.Stdout)
+	}
+	if host, err := os.UserCacheDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(host, "go-build", plant)); err == nil {
+			os.Remove(filepath.Join(host, "go-build", plant))
+			t.Errorf("the host's shared build cache got the planted file")
+		}
+	}
+	// Naming a shared cache explicitly does not reach it either.
+	shared := t.TempDir()
+	c := do("tenant-a", messages.OpExec, "v", messages.ExecArgs{Shell: `echo bad > "$GOCACHE/` + plant + `"`, Env: map[string]string{"GOCACHE": shared}})
+	if _, err := os.Stat(filepath.Join(shared, plant)); err == nil {
+		t.Errorf("--env GOCACHE=%s: the shared cache got the planted file (exit %v)", shared, c.ExitCode)
 	}
 }
