@@ -77,6 +77,9 @@ type Result struct {
 	TimedOut bool   // the timeout expired before the leader exited
 	Limit    string // LimitMemory, LimitPids: a sandbox limit the command hit, else ""
 	Canceled bool   // ctx was done before the leader exited (or before it could start)
+	// Refused lists what a sandbox refused the command (Refusal), in the
+	// order first seen; nil without a sandbox or when nothing was.
+	Refused []Refusal
 
 	Stdout, Stderr                   []byte
 	StdoutBytes, StderrBytes         int64 // total bytes produced, before capping

@@ -247,7 +247,8 @@ func (r *sandboxRun) started(cmd *osexec.Cmd) {
 func (r *sandboxRun) finish(res *Result) error {
 	defer r.close()
 	b, _ := readAll(r.status)
-	msg := strings.TrimSpace(string(b))
+	msg, refused := splitReport(string(b))
+	res.Refused = refused
 	if r.cg != nil {
 		res.Limit = r.cg.hit()
 	}
@@ -350,9 +351,11 @@ func sandboxInit(version string) {
 	if err := setupRoot(cfg); err != nil {
 		report("setup %v", err)
 	}
-	if err := confine(); err != nil {
+	listener, err := confine(!cfg.Network)
+	if err != nil {
 		report("setup %v", err)
 	}
+	watch := watchRefusals(listener)
 	path, err := lookPath(cfg.Path, cfg.Env)
 	if err != nil {
 		report("start %v", err)
@@ -384,10 +387,11 @@ func sandboxInit(version string) {
 		if got != pid {
 			continue // an orphan of the command, reaped
 		}
+		refused := refusalLine(watch.result())
 		if ws.Signaled() {
-			report("signal %d", int(ws.Signal()))
+			report("signal %d%s", int(ws.Signal()), refused)
 		}
-		report("exit %d", ws.ExitStatus())
+		report("exit %d%s", ws.ExitStatus(), refused)
 	}
 }
 

@@ -100,6 +100,7 @@ func TestSandboxEscapesFail(t *testing.T) {
 			{"write-etc", "echo x > /etc/avfs-escape"},
 			{"write-outside", "echo x > " + outside},
 			{"connect", fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d", port)},
+			{"connect-out", "exec 3<>/dev/tcp/10.255.255.1/9"},
 			{"kill", fmt.Sprintf("kill -9 %d", victim.Process.Pid)},
 			// strace still running half a second later has attached.
 			{"ptrace", fmt.Sprintf("strace -p %d -o /dev/null & sleep 0.5; kill -0 $!", victim.Process.Pid)},
@@ -146,6 +147,19 @@ func TestSandboxEscapesFail(t *testing.T) {
 		case <-accepted:
 			t.Error("the listener on 127.0.0.1 got a connection from the sandbox")
 		default:
+		}
+		// What was refused is reported, counted.
+		got := map[string]int{}
+		for _, r := range res.Refused {
+			got[r.Kind+" "+r.Call+" "+r.Target] = r.Count
+		}
+		for _, want := range []string{"syscall mount ", "syscall unshare ", "syscall chroot ", "syscall ptrace ", "network connect 10.255.255.1:9"} {
+			if got[want] == 0 {
+				t.Errorf("refusals %+v lack %q", res.Refused, want)
+			}
+		}
+		if got["syscall unshare "] < 2 {
+			t.Errorf("two unshare attempts counted %d times", got["syscall unshare "])
 		}
 		// What the command was allowed to do reached the workspace.
 		if _, err := os.Lstat(filepath.Join(ws, "link")); err != nil {

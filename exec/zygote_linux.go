@@ -518,6 +518,7 @@ wait:
 	if cg != nil {
 		res.Limit = cg.hit()
 	}
+	report, res.Refused = splitReport(report)
 	kind, val, _ := strings.Cut(report, " ")
 	switch kind {
 	case "exit":
@@ -648,11 +649,12 @@ func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-c
 		err  error
 	}
 	startc := make(chan started, 1)
+	var watch *refusalWatch // set by the run's thread before it reports
 	go func() {
 		// The thread is set up for this one command and never given back:
 		// it ends with this goroutine.
 		runtime.LockOSThread()
-		pid, kind, err := zygoteStart(req, under, files[:3], files[3:3+nb], join)
+		pid, kind, err := zygoteStart(req, under, files[:3], files[3:3+nb], join, &watch)
 		startc <- started{pid, kind, err}
 	}()
 	st := <-startc
@@ -716,6 +718,9 @@ func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-c
 			}
 		case status := <-exited:
 			goHome()
+			if watch != nil {
+				status += refusalLine(watch.result())
+			}
 			say("%s", status)
 			return
 		}
@@ -726,7 +731,7 @@ func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-c
 // confines, and forks the command from it: a mount and an IPC namespace
 // of the thread's own, a private /tmp and /dev/shm, the writable binds
 // attached from the detached mounts binds, the run's cgroups joined.
-func zygoteStart(req zygoteRequest, under []string, stdio, binds, cgroups []int) (int, string, error) {
+func zygoteStart(req zygoteRequest, under []string, stdio, binds, cgroups []int, watch **refusalWatch) (int, string, error) {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS | unix.CLONE_NEWIPC); err != nil {
 		return 0, "setup", fmt.Errorf("unshare: %w", err)
 	}
@@ -750,9 +755,11 @@ func zygoteStart(req zygoteRequest, under []string, stdio, binds, cgroups []int)
 			return 0, "setup", fmt.Errorf("join cgroup: %w", err)
 		}
 	}
-	if err := confine(); err != nil {
+	listener, err := confine(true)
+	if err != nil {
 		return 0, "setup", err
 	}
+	*watch = watchRefusals(listener)
 	path, err := lookPath(req.Path, req.Env)
 	if err != nil {
 		return 0, "start", err
