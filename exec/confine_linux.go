@@ -137,7 +137,9 @@ func installSeccomp(watchNet bool) (int, error) {
 	jump := func(code uint16, k uint32, jt, jf string) {
 		p = append(p, ins{f: unix.SockFilter{Code: code, K: k}, jt: jt, jf: jf})
 	}
-	label := func(l string, code uint16, k uint32) { p = append(p, ins{f: unix.SockFilter{Code: code, K: k}, label: l}) }
+	label := func(l string, code uint16, k uint32) {
+		p = append(p, ins{f: unix.SockFilter{Code: code, K: k}, label: l})
+	}
 
 	op(ld, offArch)
 	jump(jeq, arch, "", "eperm")
