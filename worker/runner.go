@@ -341,6 +341,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.StdoutBytes, env.StderrBytes = res.StdoutBytes, res.StderrBytes
 	env.StdoutTruncated, env.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	env.Sandbox.Limit = res.Limit
+	for _, rf := range res.Refused {
+		env.Sandbox.Refused = append(env.Sandbox.Refused, messages.SandboxRefusal{Kind: rf.Kind, Call: rf.Call, Target: rf.Target, Count: rf.Count})
+	}
 	switch {
 	case runErr != nil:
 		env.Status, env.Error = messages.StatusFailedToStart, runErr.Error()
@@ -370,6 +373,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	details["status"], details["exit_code"], details["checkpoint"] = env.Status, env.ExitCode, env.Checkpoint
 	details["added"], details["modified"], details["deleted"] = len(ch.Added), len(ch.Modified), len(ch.Deleted)
 	details["network"], details["limit"] = plan.info.Network, res.Limit
+	if len(env.Sandbox.Refused) > 0 {
+		details["refused"] = env.Sandbox.Refused
+	}
 	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
 	if req.RequestID != "" && env.Status != messages.StatusCanceled {
 		b, _ := json.Marshal(env)

@@ -235,3 +235,34 @@ func TestBuildCachePerNamespace(t *testing.T) {
 		t.Errorf("--env GOCACHE=%s: the shared cache got the planted file (exit %v)", shared, c.ExitCode)
 	}
 }
+
+// What the sandbox refused a command is in its envelope and its audit
+// event: a mount, and a connection off the loopback without the network.
+func TestRefusalsAudited(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "r", messages.VaultCreateArgs{}, nil)
+	// The policy checks the command line only: a script gets past it.
+	f.write("r", "/try.sh", "mount -t tmpfs none /tmp; unshare -m true; python3 -c 'import socket; socket.create_connection((\"192.0.2.1\", 443), timeout=5)'; exit 0\n")
+	env := f.exec("r", messages.ExecArgs{Argv: []string{"sh", "try.sh"}})
+	if env.Status != messages.StatusCompleted {
+		t.Fatalf("status %s: %s %s", env.Status, env.Error, env.Stderr)
+	}
+	want := map[string]bool{"syscall mount ": true, "syscall unshare ": true, "network connect 192.0.2.1:443": true}
+	for _, r := range env.Sandbox.Refused {
+		delete(want, r.Kind+" "+r.Call+" "+r.Target)
+	}
+	if len(want) > 0 {
+		t.Fatalf("envelope refusals %+v lack %v (stderr %q)", env.Sandbox.Refused, want, env.Stderr)
+	}
+	var ev messages.AuditResult
+	f.do(messages.OpAudit, "r", messages.AuditArgs{Action: "exec.run"}, &ev)
+	last := ev.Events[len(ev.Events)-1]
+	b, _ := json.Marshal(last.Details["refused"])
+	if !strings.Contains(string(b), `"call":"mount"`) || !strings.Contains(string(b), `"target":"192.0.2.1:443"`) {
+		t.Fatalf("audit details.refused = %s", b)
+	}
+	// Nothing refused, nothing listed.
+	if env := f.exec("r", messages.ExecArgs{Shell: "true"}); env.Sandbox.Refused != nil {
+		t.Errorf("a plain command has refusals %+v", env.Sandbox.Refused)
+	}
+}
