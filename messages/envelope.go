@@ -116,6 +116,11 @@ type ExecArgs struct {
 	Checkpoint string            `json:"checkpoint,omitempty"` // auto | always | never
 	Env        map[string]string `json:"env,omitempty"`
 	Stdin      []byte            `json:"stdin,omitempty"`
+	// Limits for this command only; each may only lower the vault's (or
+	// the configuration's) limit, 0 keeps it: docs/cli.md, exec.
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int     `json:"pids,omitempty"`
+	CPUs     float64 `json:"cpus,omitempty"`
 }
 
 // Approval is a request waiting for, or decided by, an operator.

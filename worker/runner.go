@@ -213,6 +213,10 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			return env, messages.Errorf(messages.CodeInvalidArgument, "env name %q", k)
 		}
 	}
+	limits, err := r.sbox.commandLimits(req.Namespace, req.Vault, a)
+	if err != nil {
+		return env, err
+	}
 	v := r.store.Vault(req.Namespace, req.Vault)
 	st, err := v.Stat(ctx, env.Cwd)
 	if err != nil {
@@ -248,7 +252,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		grantedBy = "rule"
 	}
 	cmdEnv := r.environ(root, a.Env)
-	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy, limits)
 	if err != nil {
 		return env, err
 	}

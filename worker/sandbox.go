@@ -155,9 +155,10 @@ func (s *sandboxes) vault(ns, name string) VaultSandbox {
 // plan decides how a command in ns/name runs. workspace is the vault's
 // mount, env the command's environment (its toolchain variables name the
 // directories to bind); grantedBy is "rule" or "approval" when the policy
-// grants the network, else "".
-func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) (sandboxPlan, error) {
+// grants the network, else ""; lim are its limits (commandLimits).
+func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string, lim exec.Limits) (sandboxPlan, error) {
 	v := s.vault(ns, name)
+	v.Limits = lim
 	if v.Mode == messages.SandboxNamespaces && s.cfg.Fallback {
 		if err := s.probe(); err != nil {
 			v.Mode = messages.SandboxNone
@@ -246,4 +247,45 @@ func dedupBinds(binds []exec.Bind) []exec.Bind {
 		}
 	}
 	return out
+}
+
+// commandLimits are the limits a command of ns/name runs under when it
+// asks for a (its --memory-mb, --pids, --cpus): each may only lower the
+// vault's, and none applies without a sandbox. A value above the vault's
+// is INVALID_ARGUMENT rather than clamped, so that a caller never believes
+// a limit applied that did not.
+func (s *sandboxes) commandLimits(ns, name string, a messages.ExecArgs) (exec.Limits, error) {
+	v := s.vault(ns, name)
+	if a.MemoryMB == 0 && a.Pids == 0 && a.CPUs == 0 {
+		return v.Limits, nil
+	}
+	if a.MemoryMB < 0 || a.Pids < 0 || a.CPUs < 0 {
+		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--memory-mb, --pids and --cpus must not be negative")
+	}
+	if v.Mode == messages.SandboxNone {
+		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--memory-mb, --pids and --cpus need the sandbox, and this vault's commands run without one (sandbox mode none)")
+	}
+	l := v.Limits
+	above := func(flag string, asked, limit any) error {
+		return messages.Errorf(messages.CodeInvalidArgument, "%s %v is above this vault's limit of %v: a command may only lower its limits", flag, asked, limit)
+	}
+	if a.MemoryMB > 0 {
+		if l.MemoryBytes > 0 && a.MemoryMB<<20 > l.MemoryBytes {
+			return v.Limits, above("--memory-mb", a.MemoryMB, l.MemoryBytes>>20)
+		}
+		l.MemoryBytes = a.MemoryMB << 20
+	}
+	if a.Pids > 0 {
+		if l.Pids > 0 && a.Pids > l.Pids {
+			return v.Limits, above("--pids", a.Pids, l.Pids)
+		}
+		l.Pids = a.Pids
+	}
+	if a.CPUs > 0 {
+		if l.CPUs > 0 && a.CPUs > l.CPUs {
+			return v.Limits, above("--cpus", a.CPUs, l.CPUs)
+		}
+		l.CPUs = a.CPUs
+	}
+	return l, nil
 }

@@ -181,7 +181,7 @@ func TestSandboxFallback(t *testing.T) {
 	for _, fallback := range []bool{true, false} {
 		s := newSandboxes(SandboxConfig{Fallback: fallback, CacheDir: t.TempDir()})
 		s.probe = fake
-		p, err := s.plan("default", "v", t.TempDir(), nil, "")
+		p, err := s.plan("default", "v", t.TempDir(), nil, "", exec.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,5 +264,41 @@ func TestRefusalsAudited(t *testing.T) {
 	// Nothing refused, nothing listed.
 	if env := f.exec("r", messages.ExecArgs{Shell: "true"}); env.Sandbox.Refused != nil {
 		t.Errorf("a plain command has refusals %+v", env.Sandbox.Refused)
+	}
+}
+
+// A command may lower its vault's limits, never raise them; the envelope
+// says what applied, and a command its own memory limit killed ends
+// limit_exceeded.
+func TestCommandLimits(t *testing.T) {
+	f := newFixture(t, Config{Sandbox: SandboxConfig{Limits: exec.Limits{MemoryBytes: 256 << 20},
+		Vaults: []VaultSandbox{{Namespace: "default", Vault: "bare", Mode: messages.SandboxNone}}}})
+	f.do(messages.OpVaultCreate, "l", messages.VaultCreateArgs{}, nil)
+	f.do(messages.OpVaultCreate, "bare", messages.VaultCreateArgs{}, nil)
+	env := f.exec("l", messages.ExecArgs{Argv: []string{"python3", "-c", "b = bytearray(128 << 20)"}, MemoryMB: 64, Pids: 50, CPUs: 0.5})
+	if env.Status != messages.StatusLimitExceeded || env.Sandbox.Limit != exec.LimitMemory ||
+		env.Sandbox.Limits != (messages.SandboxLimits{MemoryBytes: 64 << 20, Pids: 50, CPUs: 0.5}) {
+		t.Fatalf("--memory-mb 64: status %s, sandbox %+v, stderr %q", env.Status, env.Sandbox, env.Stderr)
+	}
+	// Within the vault's limit the same allocation passes.
+	env = f.exec("l", messages.ExecArgs{Argv: []string{"python3", "-c", "b = bytearray(128 << 20)"}})
+	if env.Status != messages.StatusCompleted || env.Sandbox.Limits.MemoryBytes != 256<<20 {
+		t.Fatalf("vault limit: status %s, sandbox %+v, stderr %q", env.Status, env.Sandbox, env.Stderr)
+	}
+	// Raising a limit, a negative one, or limits without a sandbox: refused,
+	// and nothing runs.
+	for _, c := range []struct {
+		vault string
+		args  messages.ExecArgs
+	}{
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", MemoryMB: 512}},
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", Pids: -1}},
+		{"bare", messages.ExecArgs{Shell: "echo ran > ran", Pids: 10}},
+	} {
+		f.do(messages.OpExec, c.vault, c.args, nil, messages.CodeInvalidArgument)
+		var cat messages.CatResult
+		if f.do(messages.OpCat, c.vault, messages.PathArgs{Path: "/ran"}, &cat, messages.CodeNotFound) == nil {
+			t.Errorf("%s %+v: the command ran", c.vault, c.args)
+		}
 	}
 }
