@@ -165,7 +165,23 @@ func TestSeedWorkflowCargo(t *testing.T) {
 }
 
 func TestGoModuleAndGit(t *testing.T) {
-	f := newFixture(t, Config{})
+	// The namespace's build cache is the host's, through a symlink: a
+	// cache of its own would compile the standard library first, a minute
+	// and more on a busy CI machine. (Tenants never share one:
+	// TestBuildCachePerNamespace.)
+	cache := t.TempDir()
+	host := os.Getenv("GOCACHE")
+	if dir, err := os.UserCacheDir(); host == "" && err == nil {
+		host = filepath.Join(dir, "go-build")
+	}
+	if host != "" {
+		os.MkdirAll(filepath.Join(cache, "default"), 0o700)
+		os.MkdirAll(host, 0o700)
+		if err := os.Symlink(host, filepath.Join(cache, "default", "go-build")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, Config{Sandbox: SandboxConfig{CacheDir: cache}})
 	f.do(messages.OpVaultCreate, "gomod", messages.VaultCreateArgs{}, nil)
 	f.write("gomod", "/go.mod", "module example.com/m\n\ngo 1.21\n")
 	f.write("gomod", "/m.go", "package m\n\nfunc Double(x int) int { return 2 * x }\n")

@@ -207,6 +207,11 @@ func (s *sandboxes) namespaceCaches(ns, workspace string, env []string) ([]strin
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("build cache of namespace %s: %w", ns, err)
 	}
+	// An operator may point a namespace's cache elsewhere with a symlink;
+	// the sandbox binds what it names.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	return append(out, "GOCACHE="+dir), []exec.Bind{{Path: dir, Writable: true}}, nil
 }
 
