@@ -116,7 +116,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 
-	if s.Sandbox != nil && s.Sandbox.Pool != nil && !s.Sandbox.Network {
+	if s.Sandbox != nil && s.Sandbox.Pool != nil && !s.Sandbox.Network && s.Sandbox.Pool.open() {
 		return s.Sandbox.Pool.run(ctx, s, res)
 	}
 	cmd, err := s.command()

@@ -508,3 +508,41 @@ func TestZygoteConcurrentRuns(t *testing.T) {
 		t.Errorf("%d idle inits, want 2", n)
 	}
 }
+
+// A kept init that died while idle (the OOM killer, an operator) is
+// replaced: the next run starts a new one. Close ends every kept init.
+func TestZygoteReplacedWhenDead(t *testing.T) {
+	pool := exec.NewPool()
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	if res := run(t, exec.Spec{Shell: "echo one", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "one\n" {
+		t.Fatalf("first run: %q %q", res.Stdout, res.Stderr)
+	}
+	inits := keptInits()
+	if len(inits) != 1 {
+		t.Fatalf("kept inits %v, want one", inits)
+	}
+	unix.Kill(inits[0], unix.SIGKILL)
+	checkFor(t, 10*time.Second, func() error {
+		if !processGone(inits[0]) {
+			return fmt.Errorf("kept init %d still runs", inits[0])
+		}
+		return nil
+	})
+	if res := run(t, exec.Spec{Shell: "echo two", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "two\n" || exitCode(res) != "0" {
+		t.Fatalf("run after the init died: exit %s, %q %q", exitCode(res), res.Stdout, res.Stderr)
+	}
+	pool.Close()
+	checkFor(t, 10*time.Second, func() error {
+		for _, pid := range keptInits() {
+			if !processGone(pid) {
+				return fmt.Errorf("kept init %d outlived Close", pid)
+			}
+		}
+		return nil
+	})
+	// A closed pool's runs start an init of their own.
+	if res := run(t, exec.Spec{Shell: "echo three", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "three\n" {
+		t.Fatalf("run after Close: %q %q", res.Stdout, res.Stderr)
+	}
+}

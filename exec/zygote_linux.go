@@ -37,7 +37,9 @@ import (
 // mount per writable bind and the cgroup.procs files to join and to
 // return to; then {"op":"signal"} as needed. The zygote answers "ready"
 // once, then per run "started" (or "setup ..."/"start ...") and the final
-// "exit N" or "signal N".
+// "exit N" or "signal N", followed by a "refused [...]" line when the
+// sandbox refused the command something. {"op":"ping"} gets "pong": Run
+// pings an idle zygote before giving it a command.
 const zygoteVersion = "zygote-1"
 
 // File descriptor of a zygote's socket (its configuration comes on
@@ -111,6 +113,13 @@ func (p *Pool) Close() {
 		z.kill()
 	}
 	close(p.quit)
+}
+
+// open reports whether the pool has not been closed.
+func (p *Pool) open() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed
 }
 
 // Idle is the number of zygotes waiting for a run.
@@ -188,15 +197,32 @@ func (p *Pool) get(ctx context.Context, cfg initConfig, key string) (*zygote, er
 		}
 		p.idle = slices.Delete(p.idle, i, i+1)
 		z.idle.Stop()
-		if !z.alive() {
-			z.kill()
-			continue
-		}
 		p.mu.Unlock()
-		return z, nil
+		if z.ping() {
+			return z, nil
+		}
+		z.kill() // it died while idle: the OOM killer, an operator
+		p.mu.Lock()
+		i = len(p.idle) // the list may have changed meanwhile
 	}
 	p.mu.Unlock()
 	return p.start(ctx, cfg, key)
+}
+
+// ping reports whether z answers, so that a run is never given to a
+// zygote that died while idle (and the command never lost with it).
+func (z *zygote) ping() bool {
+	if !z.alive() || z.send(zygoteRequest{Op: "ping"}, nil) != nil {
+		return false
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case m, ok := <-z.msgs:
+		return ok && m == "pong"
+	case <-t.C:
+		return false
+	}
 }
 
 // put returns z to the idle list, or kills it when the pool is closed or
@@ -322,7 +348,7 @@ func (z *zygote) read() {
 
 // zygoteRequest is what Run sends a zygote.
 type zygoteRequest struct {
-	Op      string   `json:"op"` // run | signal
+	Op      string   `json:"op"` // run | signal | ping
 	Signal  int      `json:"signal,omitempty"`
 	Path    string   `json:"path,omitempty"`
 	Args    []string `json:"args,omitempty"`
@@ -612,6 +638,9 @@ func zygoteMain() {
 	under := underTmp(cfg)
 	say("ready")
 	for m := range msgs {
+		if m.req.Op == "ping" {
+			say("pong")
+		}
 		if m.req.Op != "run" {
 			closeFDs(m.files) // a signal for a run that has ended
 			continue
