@@ -252,32 +252,37 @@ func (r *sandboxRun) finish(res *Result) error {
 	if r.cg != nil {
 		res.Limit = r.cg.hit()
 	}
+	if msg != "" {
+		return applyReport(msg, res)
+	}
+	if res.ExitCode == nil {
+		return nil // killed
+	}
+	if !res.TimedOut && !res.Canceled {
+		return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
+	}
+	res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
+	return nil
+}
+
+// applyReport applies an init's report on how the command ended to res:
+// "exit N" and "signal N" set the status; "setup ..." (the sandbox could
+// not be built) is ErrSandbox, "start ..." the error starting the
+// command.
+func applyReport(msg string, res *Result) error {
 	kind, val, _ := strings.Cut(msg, " ")
-	switch kind {
-	case "exit":
-		code, err := strconv.Atoi(val)
-		if err != nil {
-			return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
-		}
-		res.ExitCode, res.Signal = &code, ""
-	case "signal":
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
-		}
+	n, err := strconv.Atoi(val)
+	switch {
+	case kind == "exit" && err == nil:
+		res.ExitCode, res.Signal = &n, ""
+	case kind == "signal" && err == nil:
 		res.ExitCode, res.Signal = nil, signalName(syscall.Signal(n))
-	case "setup":
+	case kind == "setup":
 		return fmt.Errorf("%w: %s", ErrSandbox, val)
-	case "start":
+	case kind == "start":
 		return errors.New(val)
-	case "":
-		if res.ExitCode == nil {
-			break // killed
-		}
-		if !res.TimedOut && !res.Canceled {
-			return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
-		}
-		res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
+	default:
+		return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -545,31 +544,16 @@ wait:
 		res.Limit = cg.hit()
 	}
 	report, res.Refused = splitReport(report)
-	kind, val, _ := strings.Cut(report, " ")
-	switch kind {
-	case "exit":
-		code, err := strconv.Atoi(val)
-		if err != nil {
-			return startErr(fmt.Errorf("%w: sandbox init reported %q", ErrSandbox, report))
-		}
-		res.ExitCode, res.Signal = &code, ""
-		healthy = true
-	case "signal":
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return startErr(fmt.Errorf("%w: sandbox init reported %q", ErrSandbox, report))
-		}
-		res.ExitCode, res.Signal = nil, signalName(syscall.Signal(n))
-		healthy = true
-	case "setup":
-		return startErr(fmt.Errorf("%w: %s", ErrSandbox, val))
-	case "start":
-		healthy = true
-		return startErr(errors.New(val))
-	default:
+	if report == "" {
 		// The zygote died (killed by the memory limit's OOM killer, or
 		// by us): so did everything in its namespace.
 		res.ExitCode, res.Signal = nil, signalName(syscall.SIGKILL)
+		return res, nil
+	}
+	kind, _, _ := strings.Cut(report, " ")
+	healthy = kind == "exit" || kind == "signal" || kind == "start" // it served the run
+	if err := applyReport(report, &res); err != nil {
+		return startErr(err)
 	}
 	return res, nil
 }
