@@ -399,9 +399,10 @@ func (p *Pool) run(ctx context.Context, s Spec, res Result) (Result, error) {
 	if err != nil {
 		return startErr(fmt.Errorf("%w: %w", ErrSandbox, err))
 	}
-	healthy := false
+	// Back to the pool if it never got the run or served it to the end.
+	sent, healthy := false, false
 	defer func() {
-		if healthy {
+		if healthy || !sent {
 			p.put(z)
 		} else {
 			z.kill()
@@ -486,6 +487,7 @@ func (p *Pool) run(ctx context.Context, s Spec, res Result) (Result, error) {
 		req.Cgroups = len(join)
 	}
 	err = z.send(req, files)
+	sent = true
 	for _, fd := range closeLater {
 		unix.Close(fd) // the zygote has its own copies now
 	}
