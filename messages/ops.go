@@ -10,6 +10,7 @@ const (
 	OpVaultList   Op = "vault.list"
 	OpVaultInfo   Op = "vault.info"
 	OpVaultFork   Op = "vault.fork"
+	OpVaultMerge  Op = "vault.merge"
 	OpVaultDelete Op = "vault.delete"
 	OpVaultExport Op = "vault.export"
 	OpVaultImport Op = "vault.import"

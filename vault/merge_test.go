@@ -13,21 +13,6 @@ import (
 	"github.com/avfs/avfs/internal/textdiff"
 )
 
-// lineMerge is the text merger the handler gives Merge.
-func lineMerge(base, ours, theirs []byte, favor string) ([]byte, int, error) {
-	if textdiff.Binary(base) || textdiff.Binary(ours) || textdiff.Binary(theirs) {
-		return nil, 0, errors.New("binary")
-	}
-	f := textdiff.FavorNone
-	switch favor {
-	case StrategyOurs:
-		f = textdiff.FavorOurs
-	case StrategyTheirs:
-		f = textdiff.FavorTheirs
-	}
-	return textdiff.Merge(base, ours, theirs, f)
-}
-
 // mergeSetup makes vault "base" with files, forks it as "fork", then
 // runs ours on base and theirs on the fork.
 func mergeSetup(t *testing.T, files map[string]string, ours, theirs func(tx *Tx) error) (*Store, *Vault, *Vault) {
@@ -190,7 +175,7 @@ func TestMergeCases(t *testing.T) {
 			ctx := context.Background()
 			_, base, fork := mergeSetup(t, start, c.ours, c.theirs)
 			before, forkBefore := files(t, base), files(t, fork)
-			res, err := base.Merge(ctx, "fork", MergeOptions{Strategy: c.strategy, Text: lineMerge}, Meta{})
+			res, err := base.Merge(ctx, "fork", MergeOptions{Strategy: c.strategy, Text: textdiff.MergeText}, Meta{})
 			var got []string
 			for _, cf := range res.Conflicts {
 				got = append(got, cf.Path+" "+cf.Kind)

@@ -1,6 +1,9 @@
 package textdiff
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // Favor says how Merge resolves a conflicting hunk: not at all
 // (FavorNone: the hunk is counted and the merged text keeps ours), with
@@ -140,4 +143,24 @@ func Merge(base, ours, theirs []byte, favor Favor) (merged []byte, conflicts int
 		out.WriteString(l)
 	}
 	return []byte(out.String()), conflicts, nil
+}
+
+// ErrBinary is MergeText's error for content that is not text.
+var ErrBinary = errors.New("binary content")
+
+// MergeText is Merge with the favor named as merge strategies are ("",
+// "ours", "theirs"), refusing binary content (Binary) with ErrBinary:
+// the line merge vault.Merge is given.
+func MergeText(base, ours, theirs []byte, favor string) ([]byte, int, error) {
+	if Binary(base) || Binary(ours) || Binary(theirs) {
+		return nil, 0, ErrBinary
+	}
+	f := FavorNone
+	switch favor {
+	case "ours":
+		f = FavorOurs
+	case "theirs":
+		f = FavorTheirs
+	}
+	return Merge(base, ours, theirs, f)
 }
