@@ -254,8 +254,13 @@ func (t *Tx) merge(fork string, o MergeOptions) (MergeResult, error) {
 	if len(m.ops) == 0 {
 		return res, nil
 	}
+	// The tree before the merge must stay as it is for the change
+	// summary: the checkpoint freezes it, and a dry run, which takes
+	// none and rolls back, moves to a new epoch for the same end.
 	before := t.v.root
-	if !o.DryRun {
+	if o.DryRun {
+		t.v.epoch++
+	} else {
 		name := o.Checkpoint
 		if name == "" {
 			name = fmt.Sprintf("merge-%s-%s", fork, time.Unix(0, t.now).UTC().Format("20060102T150405.000000000Z"))

@@ -273,7 +273,7 @@ func inodeClash(v *Vault) error {
 func TestMergeOptions(t *testing.T) {
 	ctx := context.Background()
 	start := map[string]string{"/src/a.go": "a", "/src/b.txt": "b", "/docs/c.go": "c"}
-	_, base, _ := mergeSetup(t, start, nil, steps(put("/src/a.go", "A"), put("/src/b.txt", "B"), put("/docs/c.go", "C"), put("/new/n.go", "N")))
+	_, base, _ := mergeSetup(t, start, put("/docs/d.txt", "d"), steps(put("/src/a.go", "A"), put("/src/b.txt", "B"), put("/docs/c.go", "C"), put("/new/n.go", "N")))
 	before := files(t, base)
 
 	// A dry run reports the changes and applies none.
