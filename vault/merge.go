@@ -732,44 +732,18 @@ func (m *merger) setMode(p string, mode uint32) error {
 }
 
 // copyIn copies the fork's subtree at n into the target as entry name
-// of the directory at the end of parent: new nodes with new inode
-// numbers (the fork numbered its new entries from the same counter as
-// the target), content shared by hash, labels kept, a version recorded
-// for each file.
+// of the directory at the end of parent: new nodes with new inode numbers
+// (the fork numbered its new entries from the same counter as the
+// target), content shared by hash, labels kept, a version recorded for
+// each file.
 func (m *merger) copyIn(p string, n *node, parent []*node, pcomps []string, name string) error {
-	t := m.t
-	c := &node{kind: n.kind, mode: n.mode, size: n.size, target: n.target, chunks: n.chunks,
-		uid: n.uid, gid: n.gid, rdev: n.rdev, nlink: 1}
-	if n.kind == KindDir {
-		c.nlink = 2
-	}
-	c, err := t.create("merge", p, parent, pcomps, name, c)
-	if err != nil {
-		return err
-	}
-	if err := t.copyMeta(c.id, n.id); err != nil {
-		return err
-	}
-	if n.kind == KindFile {
-		return t.recordVersion(p, c.id, nil)
-	}
-	if n.kind != KindDir {
+	return m.t.copyTree("merge", p, n, parent, pcomps, name, func(p string, src, c *node) error {
+		if err := m.t.copyMeta(c.id, src.id); err != nil {
+			return err
+		}
+		if c.kind == KindFile {
+			return m.t.recordVersion(p, c.id, nil)
+		}
 		return nil
-	}
-	ds, err := t.dirents(n.id)
-	if err != nil {
-		return err
-	}
-	sub := append(append([]*node{}, parent...), c)
-	subComps := append(append([]string{}, pcomps...), name)
-	for _, d := range ds {
-		child, err := t.node(d.child)
-		if err != nil {
-			return err
-		}
-		if err := m.copyIn(joinChild(p, d.name), child, sub, subComps, d.name); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }

@@ -50,12 +50,10 @@ func mergeSetup(t *testing.T, files map[string]string, ours, theirs func(tx *Tx)
 	return s, base, fork
 }
 
-// files reads every file and symlink of v: path → content or "->target",
-// and mode.
-func files(t testing.TB, v *Vault) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := v.View(context.Background(), func(tx *Tx) error {
+// walkTree calls fn for every entry of v, parents first, in one read
+// transaction.
+func walkTree(v *Vault, fn func(tx *Tx, e Entry) error) error {
+	return v.View(context.Background(), func(tx *Tx) error {
 		var walk func(p string) error
 		walk = func(p string) error {
 			es, err := tx.ReadDir(p)
@@ -63,25 +61,40 @@ func files(t testing.TB, v *Vault) map[string]string {
 				return err
 			}
 			for _, e := range es {
-				switch e.Kind {
-				case KindDir:
-					out[e.Path+"/"] = fmt.Sprintf("%04o", ModeBits(e.Mode))
+				if err := fn(tx, e); err != nil {
+					return err
+				}
+				if e.Kind == KindDir {
 					if err := walk(e.Path); err != nil {
 						return err
 					}
-				case KindSymlink:
-					out[e.Path] = "->" + e.Target
-				default:
-					data, _, err := tx.ReadFile(e.Path)
-					if err != nil {
-						return err
-					}
-					out[e.Path] = fmt.Sprintf("%s %04o", data, ModeBits(e.Mode))
 				}
 			}
 			return nil
 		}
 		return walk("/")
+	})
+}
+
+// files reads every entry of v: path → content and mode ("->target" for
+// a symlink; a directory's path ends in '/', with its mode).
+func files(t testing.TB, v *Vault) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := walkTree(v, func(tx *Tx, e Entry) error {
+		switch e.Kind {
+		case KindDir:
+			out[e.Path+"/"] = fmt.Sprintf("%04o", ModeBits(e.Mode))
+		case KindSymlink:
+			out[e.Path] = "->" + e.Target
+		default:
+			data, _, err := tx.ReadFile(e.Path)
+			if err != nil {
+				return err
+			}
+			out[e.Path] = fmt.Sprintf("%s %04o", data, ModeBits(e.Mode))
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -246,27 +259,12 @@ func checkInodes(t testing.TB, v *Vault) {
 // number, if any.
 func inodeClash(v *Vault) error {
 	seen := map[uint64]string{}
-	return v.View(context.Background(), func(tx *Tx) error {
-		var walk func(p string) error
-		walk = func(p string) error {
-			es, err := tx.ReadDir(p)
-			if err != nil {
-				return err
-			}
-			for _, e := range es {
-				if q, ok := seen[e.Ino]; ok {
-					return fmt.Errorf("inode %d: %s and %s", e.Ino, q, e.Path)
-				}
-				seen[e.Ino] = e.Path
-				if e.Kind == KindDir {
-					if err := walk(e.Path); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+	return walkTree(v, func(_ *Tx, e Entry) error {
+		if q, ok := seen[e.Ino]; ok {
+			return fmt.Errorf("inode %d: %s and %s", e.Ino, q, e.Path)
 		}
-		return walk("/")
+		seen[e.Ino] = e.Path
+		return nil
 	})
 }
 
