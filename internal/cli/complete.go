@@ -38,7 +38,7 @@ func fixed(values ...string) completeFunc {
 var auditActions = []string{
 	"file.", "file.write", "file.truncate", "dir.create", "symlink.create", "remove", "rename", "copy", "setattr",
 	"checkpoint.", "checkpoint.save", "checkpoint.restore", "checkpoint.delete",
-	"vault.", "vault.create", "vault.delete", "vault.fork", "vault.forked", "quota.set",
+	"vault.", "vault.create", "vault.delete", "vault.fork", "vault.forked", "vault.merge", "merge.take", "quota.set",
 	"exec.", "approval.",
 }
 
