@@ -569,6 +569,13 @@ func (m *merger) entry(p string, o, a, b *node) error {
 			return nil
 		}
 	}
+	if bytes.Equal(merged, texts[1]) {
+		// Ours holds theirs' changes already (a merge made before).
+		if mode != a.mode {
+			m.ops = append(m.ops, mergeOp{path: p, mode: mode})
+		}
+		return nil
+	}
 	m.merged = append(m.merged, p)
 	m.ops = append(m.ops, mergeOp{path: p, data: merged, hasData: true, mode: mode})
 	return nil

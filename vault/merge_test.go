@@ -232,6 +232,14 @@ func TestMergeCases(t *testing.T) {
 				t.Fatalf("applied %v, checkpoint %q, changes %+v; the tree changed: %v", res.Applied, res.Checkpoint, res.Changes, changed)
 			}
 			checkInodes(t, base)
+			// Merging again finds nothing left to do.
+			again, err := base.Merge(ctx, "fork", MergeOptions{Strategy: c.strategy, Text: textdiff.MergeText}, Meta{})
+			if err != nil || again.Applied || again.Checkpoint != "" || len(again.Merged) != 0 {
+				t.Fatalf("the same merge again: %+v, %v", again, err)
+			}
+			if got := files(t, base); fmt.Sprint(got) != fmt.Sprint(after) {
+				t.Fatalf("the same merge again changed the target: %v", got)
+			}
 			if !changed {
 				return
 			}
