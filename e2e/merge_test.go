@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +17,8 @@ import (
 // with separate stores: a fork on its source's worker merges (text
 // merged line by line, the merge pushed with its checkpoint), a conflict
 // applies nothing, `attempts run --merge best` merges the winner in one
-// call, and a fork another worker owns is refused as not implemented.
+// call, and a fork another worker owns is pushed by its owner and merged
+// from a pulled copy.
 func TestMergeThroughFleet(t *testing.T) {
 	f := startFleet(t)
 	f.addWorker("w1")
@@ -86,7 +88,9 @@ func TestMergeThroughFleet(t *testing.T) {
 		t.Fatalf("the winner's file in base: %q", got)
 	}
 
-	// A fork on the other worker: not implemented yet, and said so.
+	// A fork on the other worker: its owner pushes its current state
+	// (a write since the fork included, which no push had carried yet)
+	// and the base's owner merges from a copy it pulls.
 	var info messages.VaultResult
 	must(c.Call(ctx, "default", "base", messages.OpVaultInfo, nil, &info))
 	other := map[string]string{"w1": "w2", "w2": "w1"}[info.Vault.Worker]
@@ -101,8 +105,33 @@ func TestMergeThroughFleet(t *testing.T) {
 			away = name
 		}
 	}
-	err = c.Call(ctx, "default", "base", messages.OpVaultMerge, messages.VaultMergeArgs{Fork: away}, nil)
-	if !errors.As(err, &me) || me.Code != messages.CodeNotImplemented {
-		t.Fatalf("merge of a fork on another worker: %v, want NOT_IMPLEMENTED", err)
+	write(away, "/away.txt", "from "+other)
+	mr = messages.MergeResult{}
+	must(c.Call(ctx, "default", "base", messages.OpVaultMerge, messages.VaultMergeArgs{Fork: away}, &mr))
+	if !mr.Applied || mr.Fork != away || len(mr.Changes.Added) != 1 || mr.Changes.Added[0].Path != "/away.txt" {
+		t.Fatalf("merge of a fork on another worker: %+v", mr)
+	}
+	if got := cat("base", "/away.txt"); got != "from "+other {
+		t.Fatalf("/away.txt merged from %s: %q", other, got)
+	}
+	// The copy the merge pulled is gone; the fork is still served by its owner.
+	var list messages.VaultListResult
+	must(c.Call(ctx, "default", "", messages.OpVaultList, nil, &list))
+	for _, v := range list.Vaults {
+		if strings.HasPrefix(v.Name, "merge-") {
+			t.Fatalf("the merge left its copy %s behind", v.Name)
+		}
+	}
+	must(c.Call(ctx, "default", away, messages.OpVaultInfo, nil, &info))
+	if info.Vault.Worker != other {
+		t.Fatalf("fork %s moved to %s, want it on %s", away, info.Vault.Worker, other)
+	}
+	// Attempts spread across workers merge their winner too.
+	res, err = c.RunAttempts(ctx, "default", client.Attempts{From: "base", Commands: []messages.ExecArgs{{Shell: "echo spread > spread.txt"}, {Shell: "echo spread > spread.txt"}}, Keep: "none", Merge: "best", Placement: messages.PlacementSpread})
+	if err != nil || res.Merge == nil || !res.Merge.Applied {
+		t.Fatalf("spread attempts --merge best: %+v, %v", res, err)
+	}
+	if got := cat("base", "/spread.txt"); got != "spread\n" {
+		t.Fatalf("the spread winner's file in base: %q", got)
 	}
 }

@@ -57,3 +57,15 @@ type MergeResult struct {
 	Merged     []string        `json:"merged"`
 	Conflicts  []MergeConflict `json:"conflicts"`
 }
+
+// OpVaultPush is a peer request (SubjectPeer, never sent by clients): the
+// worker that serves a vault.merge asks the fork's owner to push the
+// fork's current state (messages/handoff.go) and answers with the Head
+// of that push, which the asker then pulls read-only under a name of its
+// own. Namespace-scoped on the subject; the vault is in PushArgs.
+const OpVaultPush Op = "vault.push"
+
+// PushArgs: vault.push.
+type PushArgs struct {
+	Vault string `json:"vault"`
+}

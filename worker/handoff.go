@@ -247,9 +247,8 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 }
 
 // beforeMerge brings this store's copy of a merge's fork up to date
-// when this worker owns the fork too. A fork another worker owns is
-// refused: its current tree is in that worker's store, and fetching it
-// (a push there, a read-only pull here) is not built yet.
+// when this worker owns the fork too; a fork another worker owns is
+// fetched by the merge itself (merge.go).
 func (h *handoff) beforeMerge(ctx context.Context, req messages.Request, unavailable func(string, error) *messages.Error) *messages.Error {
 	var a messages.VaultMergeArgs
 	if json.Unmarshal(req.Args, &a) != nil || a.Fork == "" || !messages.ValidName(a.Fork) {
@@ -259,12 +258,8 @@ func (h *handoff) beforeMerge(ctx context.Context, req messages.Request, unavail
 	if err != nil {
 		return unavailable(a.Fork, err)
 	}
-	if !known {
-		return nil // no such vault in the fleet: the handler answers
-	}
-	if o.Worker != h.s.id {
-		return messages.Errorf(messages.CodeNotImplemented, "merge of %q (owned by worker %s) into %q (owned by worker %s): a merge across workers is not implemented yet; fork with --placement source to merge",
-			a.Fork, o.Worker, req.Vault, h.s.id)
+	if !known || o.Worker != h.s.id {
+		return nil
 	}
 	if err := h.reconcile(ctx, vkey{req.Namespace, a.Fork}, o.Epoch, req.RequestID); err != nil {
 		return unavailable(a.Fork, err)

@@ -114,6 +114,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.pr = newPeers(s)
+	handler.Register(s.h, messages.OpVaultMerge, s.mergeOp) // a fork may be on another worker (merge.go)
 	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
