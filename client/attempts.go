@@ -35,8 +35,7 @@ type Attempts struct {
 	Placement string
 	// Merge "best" merges the best attempt back into From
 	// (messages.OpVaultMerge) before unkept forks are deleted; "" merges
-	// nothing. Attempts to merge are placed on From's worker unless
-	// Placement says otherwise: a merge across workers is not built yet.
+	// nothing.
 	Merge string
 	// Actor is recorded in the vaults' audit logs.
 	Actor string
@@ -70,17 +69,11 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	default:
 		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "keep %q: want best, all or none", a.Keep)
 	}
-	switch a.Merge {
-	case "":
-		if a.Placement == "" {
-			a.Placement = messages.PlacementSpread
-		}
-	case "best":
-		if a.Placement == "" {
-			a.Placement = messages.PlacementSource
-		}
-	default:
+	if a.Merge != "" && a.Merge != "best" {
 		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "merge %q: want best", a.Merge)
+	}
+	if a.Placement == "" {
+		a.Placement = messages.PlacementSpread
 	}
 	send := func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error {
 		return call(ctx, d, messages.Request{Op: op, Namespace: ns, Vault: vault, RequestID: id, Actor: a.Actor}, args, out)

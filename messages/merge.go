@@ -62,7 +62,8 @@ type MergeResult struct {
 // worker that serves a vault.merge asks the fork's owner to push the
 // fork's current state (messages/handoff.go) and answers with the Head
 // of that push, which the asker then pulls read-only under a name of its
-// own. Namespace-scoped on the subject; the vault is in PushArgs.
+// own. Namespace-scoped on the subject; the vault is in PushArgs. On the
+// request subjects it is an unknown op (INVALID_ARGUMENT).
 const OpVaultPush Op = "vault.push"
 
 // PushArgs: vault.push.

@@ -84,7 +84,7 @@ func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen,
-		OpRunStatus, OpRunLogs, OpRunList:
+		OpRunStatus, OpRunLogs, OpRunList, OpVaultPush:
 		return false
 	}
 	return true
@@ -93,7 +93,7 @@ func (o Op) Mutating() bool {
 // NeedsVault reports whether op addresses one existing vault.
 func (o Op) NeedsVault() bool {
 	switch o {
-	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen, OpVaultPush:
 		return false
 	}
 	return true

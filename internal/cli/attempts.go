@@ -55,9 +55,6 @@ func (a *app) attemptsCmd() *cobra.Command {
 			if merge != "" && merge != "best" {
 				return usagef("--merge %q: want best", merge)
 			}
-			if merge != "" && !cmd.Flags().Changed("placement") {
-				placement = messages.PlacementSource // a merge across workers is not built yet
-			}
 			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement, Merge: merge})
 		},
 	}
@@ -68,7 +65,7 @@ func (a *app) attemptsCmd() *cobra.Command {
 	f.StringVar(&commands, "commands", "", "a file with one shell command per line, one attempt each")
 	f.StringVar(&keep, "keep", "all", "which forks to keep afterwards: best (the fastest that exited 0), all or none")
 	f.StringVar(&timeout, "timeout", "", "per-attempt timeout (default 300s)")
-	f.StringVar(&placement, "placement", messages.PlacementSpread, "where the forks go in a fleet: spread (across workers) or source (the source's worker; the default with --merge)")
+	f.StringVar(&placement, "placement", messages.PlacementSpread, "where the forks go in a fleet: spread (across workers) or source (the source's worker)")
 	f.StringVar(&merge, "merge", "", "best: merge the best attempt back into --from (see vault merge); exit status 1 when it could not")
 	c.AddCommand(run)
 	return c
