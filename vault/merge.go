@@ -230,20 +230,15 @@ func (t *Tx) merge(fork string, o MergeOptions) (MergeResult, error) {
 	}
 	res.ForkPoint = time.Unix(0, pointAt).UTC()
 	m := &merger{t: t, o: o}
-	load := func(id int64) (*node, error) { return t.node(id) }
-	on, err := load(pointRoot)
-	if err != nil {
-		return res, err
+	var roots [3]*node
+	for i, id := range []int64{pointRoot, t.v.root, forkRoot} {
+		n, err := t.node(id)
+		if err != nil {
+			return res, err
+		}
+		roots[i] = n
 	}
-	an, err := load(t.v.root)
-	if err != nil {
-		return res, err
-	}
-	bn, err := load(forkRoot)
-	if err != nil {
-		return res, err
-	}
-	if err := m.entry("/", on, an, bn); err != nil {
+	if err := m.entry("/", roots[0], roots[1], roots[2]); err != nil {
 		return res, err
 	}
 	res.Conflicts, res.Merged = append(res.Conflicts, m.conflicts...), append(res.Merged, m.merged...)
