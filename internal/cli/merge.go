@@ -93,19 +93,12 @@ func printMerge(w io.Writer, r *messages.MergeResult) {
 		}
 		hunks := ""
 		if c.Hunks > 0 {
-			hunks = ", " + plural(c.Hunks, "hunk")
+			hunks = ", " + pluralize(int64(c.Hunks), "hunk")
 		}
 		fmt.Fprintf(w, "  conflict\t%s\t%s%s (%s)\n", c.Path, c.Kind, hunks, how)
 	}
 	if unresolved > 0 {
-		fmt.Fprintf(w, "%s: the merge applies nothing until --strategy ours|theirs resolves them\n", plural(unresolved, "conflict"))
+		fmt.Fprintf(w, "%s: the merge applies nothing until --strategy ours|theirs resolves them\n", pluralize(int64(unresolved), "conflict"))
 	}
 }
 
-// plural is "1 conflict", "2 conflicts".
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
-}
