@@ -101,4 +101,3 @@ func printMerge(w io.Writer, r *messages.MergeResult) {
 		fmt.Fprintf(w, "%s: the merge applies nothing until --strategy ours|theirs resolves them\n", pluralize(int64(unresolved), "conflict"))
 	}
 }
-
