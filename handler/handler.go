@@ -102,6 +102,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpVaultList:         bind(h.vaultList),
 		messages.OpVaultInfo:         bind(h.vaultInfo),
 		messages.OpVaultFork:         bind(h.vaultFork),
+		messages.OpVaultMerge:        bind(h.vaultMerge),
 		messages.OpVaultDelete:       bind(h.vaultDelete),
 		messages.OpVaultExport:       bind(h.vaultExport),
 		messages.OpVaultImport:       bind(h.vaultImport),

@@ -20,6 +20,11 @@
 // another process that caches the vault (a mount) follows the log to
 // learn what changed.
 //
+// A fork keeps the tree it started from as its hidden checkpoint
+// ".fork-point", so Merge can bring its changes back three-way
+// (merge.go); hidden checkpoints (names starting with '.') are not
+// listed, and an export keeps only that one.
+//
 // Invariants:
 //   - A node whose (vault, epoch) differs from its vault's current one is
 //     immutable: checkpoints and forks may share it.

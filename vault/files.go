@@ -744,7 +744,7 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 		return pathErr(op, dclean, err)
 	}
 	t.copying = true
-	err = t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname)
+	err = t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname, nil)
 	t.copying = false
 	if err != nil {
 		return err
@@ -765,7 +765,11 @@ func (t *Tx) treeUsage(id int64) (entries, bytes, largest int64, err error) {
 	return entries, bytes, largest, nil
 }
 
-func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string) error {
+// copyTree copies the subtree at n as entry name of the directory at the
+// end of parent (whose path components are pcomps), at path p: new nodes,
+// new inode numbers, content shared. each, if not nil, runs for every
+// copy c of a node src, after it is linked.
+func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string, each func(p string, src, c *node) error) error {
 	if err := t.loadChunks(n); err != nil {
 		return err
 	}
@@ -777,6 +781,11 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {
 		return err
+	}
+	if each != nil {
+		if err := each(p, n, c); err != nil {
+			return err
+		}
 	}
 	if n.kind != KindDir {
 		return nil
@@ -792,7 +801,7 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 		if err != nil {
 			return err
 		}
-		if err := t.copyTree(op, joinChild(p, d.name), child, sub, subComps, d.name); err != nil {
+		if err := t.copyTree(op, joinChild(p, d.name), child, sub, subComps, d.name, each); err != nil {
 			return err
 		}
 	}

@@ -123,6 +123,7 @@ func (s *Server) withHandoff() *Server {
 	// Expired vaults are deleted through the fleet (sweepExpired), never
 	// behind its back by maint.run.
 	s.h.SweepOwned(nil)
+	handler.Register(s.h, messages.OpVaultMerge, s.mergeOp) // a fork may be on another worker (merge.go)
 	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.

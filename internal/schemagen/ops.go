@@ -25,6 +25,8 @@ var ops = []opSpec{
 	{messages.OpVaultList, nil, typ[messages.VaultListResult]()},
 	{messages.OpVaultInfo, nil, typ[messages.VaultResult]()},
 	{messages.OpVaultFork, typ[messages.VaultForkArgs](), typ[messages.ForkResult]()},
+	{messages.OpVaultMerge, typ[messages.VaultMergeArgs](), typ[messages.MergeResult]()},
+	{messages.OpVaultPush, typ[messages.PushArgs](), typ[messages.Head]()},
 	{messages.OpVaultDelete, nil, typ[messages.DeletedResult]()},
 	{messages.OpVaultExport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
 	{messages.OpVaultImport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
