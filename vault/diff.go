@@ -274,12 +274,12 @@ const listTreeSQL = `WITH RECURSIVE s(id, path) AS (
 
 // tree lists the entry at p, node id, and everything below it as added
 // (in tree b) or deleted (from tree a). A hard-linked file shows as its
-// inode, whose bytes count only if the other tree lacks that inode.
+// inode; the bytes of changes count per name, as they are listed.
 func (d *differ) tree(p string, id int64, added bool) error {
 	t := d.t
-	out, total, own, other := &d.ch.Deleted, &d.ch.BytesRemoved, d.la, d.lb
+	out, total, own := &d.ch.Deleted, &d.ch.BytesRemoved, d.la
 	if added {
-		out, total, own, other = &d.ch.Added, &d.ch.BytesAdded, d.lb, d.la
+		out, total, own = &d.ch.Added, &d.ch.BytesAdded, d.lb
 	}
 	rows, err := t.query(listTreeSQL, id, p)
 	if err != nil {
@@ -322,19 +322,7 @@ func (d *differ) tree(p string, id int64, added bool) error {
 		}
 		c := &(*out)[s.at]
 		c.Type, c.Size = in.kind.String(), in.size
-		if in.kind != KindFile {
-			continue
-		}
-		shared := false
-		if other != 0 {
-			var one int
-			err := t.row(`SELECT count(*) FROM dirents WHERE dir=? AND name=?`, other, s.target).Scan(&one)
-			if err != nil {
-				return mapSQLErr(err)
-			}
-			shared = one > 0
-		}
-		if !shared {
+		if in.kind == KindFile {
 			*total += in.size
 		}
 	}
@@ -362,8 +350,8 @@ func (d *differ) linked(to int64) error {
 		return err
 	}
 	type inode struct {
-		kind Kind
-		size int64
+		kind         Kind
+		size, before int64
 	}
 	changed := map[string]inode{}
 	i, j := 0, 0
@@ -383,10 +371,7 @@ func (d *differ) linked(to int64) error {
 					return fmt.Errorf("diff hard links: %w", mapSQLErr(err))
 				}
 				if differ.Bool || ka != kb {
-					changed[lb[j].name] = inode{kb, sb}
-					if kb == KindFile && ka == KindFile {
-						d.bytes(sa, sb)
-					}
+					changed[lb[j].name] = inode{kb, sb, sa}
 				}
 			}
 			i++
@@ -415,6 +400,9 @@ func (d *differ) linked(to int64) error {
 		}
 		if in, ok := changed[target]; ok && !reported[p] {
 			d.ch.Modified = append(d.ch.Modified, Change{Path: p, Type: in.kind.String(), Size: in.size})
+			if in.kind == KindFile {
+				d.bytes(in.before, in.size)
+			}
 		}
 	}
 	return mapSQLErr(rows.Err())

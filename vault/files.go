@@ -751,10 +751,16 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 
 // treeUsage is what the subtree at node id counts against quotas: its
 // entries, its files' bytes and its largest file.
+// A hard link copies as a file of its own: it counts its inode's size.
 func (t *Tx) treeUsage(id int64) (entries, bytes, largest int64, err error) {
-	err = t.row(fmt.Sprintf(reachableSQL, `SELECT ?`)+
-		` SELECT count(*), coalesce(sum(CASE WHEN n.kind = ? THEN n.size END), 0), coalesce(max(CASE WHEN n.kind = ? THEN n.size END), 0) FROM nodes n JOIN live ON n.id = live.id`,
-		id, KindFile, KindFile).Scan(&entries, &bytes, &largest)
+	links, err := t.linksOf(t.v.root)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	err = t.row(fmt.Sprintf(reachableSQL, `SELECT ?1`)+
+		`, f(size) AS (SELECT CASE WHEN n.kind = ?2 THEN n.size WHEN n.kind = ?3 THEN (SELECT i.size FROM dirents l JOIN nodes i ON i.id = l.child WHERE l.dir = ?4 AND l.name = n.target AND i.kind = ?2) END FROM nodes n JOIN live ON n.id = live.id)`+
+		` SELECT count(*), coalesce(sum(size), 0), coalesce(max(size), 0) FROM f`,
+		id, KindFile, kindLink, links).Scan(&entries, &bytes, &largest)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("copy: usage: %w", mapSQLErr(err))
 	}
