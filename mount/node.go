@@ -267,14 +267,13 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 
 var _ = (fs.NodeLinker)((*dirNode)(nil))
 
-// Link fails with EPERM: the vault has no hard links, and link(2) answers
-// EPERM on a file system that does not support them. git falls back to
-// rename(2) on this error.
+// Link makes name another name of target (a hard link).
 func (d *dirNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if d.m.ro {
-		return nil, syscall.EROFS
+	e, errno := d.m.link(d.m.ctx, target.EmbeddedInode().StableAttr().Ino, d.ino, name)
+	if errno != 0 {
+		return nil, errno
 	}
-	return nil, syscall.EPERM
+	return d.child(ctx, e, out), 0
 }
 
 var _ = (fs.NodeUnlinker)((*dirNode)(nil))
