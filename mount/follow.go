@@ -413,7 +413,7 @@ func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
 // cached ones.
 func changed(e *entry, v vault.Entry) bool {
 	return e.stale || e.mode != uint32(v.Mode.Perm()) || e.size != v.Size || e.target != v.Target ||
-		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano()
+		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano() || e.nlink != v.Nlink
 }
 
 // refreshLocked takes the vault's attributes of c at path p, unless the
@@ -427,6 +427,17 @@ func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fil
 	}
 	content := c.kind == vault.KindFile && (c.size != v.Size || c.mtime != v.Mtime.UnixNano() || c.ctime != v.Ctime.UnixNano())
 	c.refresh(v)
+	if c.nlink > 1 && c.kind != vault.KindDir {
+		// A hard-linked file: the kernel may know it by another name.
+		if q, ok := m.pathLocked(c); ok && q != p {
+			notes = append(notes, kernelNote{path: q, data: content})
+		}
+		for _, l := range c.links {
+			if dp, ok := m.pathLocked(l.dir); ok {
+				notes = append(notes, kernelNote{path: childPath(dp, l.name), data: content})
+			}
+		}
+	}
 	if !content {
 		return append(notes, kernelNote{path: p})
 	}
