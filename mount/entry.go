@@ -39,12 +39,12 @@ type entry struct {
 	rdev     uint64
 	nlink    uint32
 
-	parent    *entry // nil for the root and for removed entries
-	name      string
+	parent *entry // nil for the root and for removed entries
+	name   string
 	// links are the other names of a hard-linked non-directory that the
 	// mount knows of (in the directories it loaded); (parent, name) is
 	// the one its path is made of.
-	links []place
+	links     []place
 	unlinked  bool // removed from the tree while still open
 	stale     bool // the root after Invalidate: attributes must be read again
 	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
