@@ -124,8 +124,12 @@
 //     every name the mount has seen for it (entry.links); its path, for
 //     the vault, is any of them. link(2) and RENAME_EXCHANGE commit at
 //     once.
-//   - Not supported: extended attributes (EOPNOTSUPP), O_TMPFILE
-//     (EOPNOTSUPP). POSIX locks are handled by the kernel locally.
+//   - O_TMPFILE: the unnamed file lives in memory (at most 64 MiB, as an
+//     unlinked file's content) until linkat gives it a name, which
+//     creates it in the vault, under the inode number reserved for it,
+//     with its content; closed unnamed, it leaves nothing.
+//   - Not supported: extended attributes (EOPNOTSUPP). POSIX locks are
+//     handled by the kernel locally.
 //
 // # Locks
 //

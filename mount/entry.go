@@ -46,6 +46,7 @@ type entry struct {
 	// the one its path is made of.
 	links     []place
 	unlinked  bool // removed from the tree while still open
+	tmp       bool // made by O_TMPFILE and not yet linked: only in memory
 	stale     bool // the root after Invalidate: attributes must be read again
 	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
 	queued    bool // created through the mount, the create still in the queue

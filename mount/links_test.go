@@ -134,3 +134,59 @@ func TestRenameExchange(t *testing.T) {
 		t.Fatalf("vault /sub/d: %q", got)
 	}
 }
+
+// TestTmpfile: a file opened with O_TMPFILE has no name until linkat
+// gives it one, with what was written; closed unlinked it leaves nothing.
+func TestTmpfile(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := m.Dir()
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o640)
+	if err != nil {
+		t.Fatalf("open O_TMPFILE: %v", err)
+	}
+	if _, err := unix.Write(fd, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Nlink != 0 || st.Size != 5 {
+		t.Fatalf("fstat of the unnamed file: %+v, %v", st, err)
+	}
+	if names, err := os.ReadDir(dir); err != nil || len(names) != 0 {
+		t.Fatalf("the unnamed file shows: %v, %v", names, err)
+	}
+	name := filepath.Join(dir, "named")
+	if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW); err != nil {
+		t.Fatalf("linkat: %v", err)
+	}
+	if _, err := unix.Write(fd, []byte(" world")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Close(fd); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, name); got != "hello world" {
+		t.Fatalf("read the linked file: %q", got)
+	}
+	syncMount(t, m)
+	if got := vaultFile(t, v, "/named"); got != "hello world" {
+		t.Fatalf("vault /named: %q", got)
+	}
+	if a := statT(t, name); a.Mode&0o777 != 0o640 || a.Nlink != 1 || a.Ino != st.Ino {
+		t.Fatalf("stat of the linked file: mode %o nlink %d ino %d, want 640, 1, %d", a.Mode, a.Nlink, a.Ino, st.Ino)
+	}
+
+	// Never linked: nothing stays.
+	fd, err = unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, []byte("scratch")); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	syncMount(t, m)
+	if list, err := v.ReadDir(context.Background(), "/"); err != nil || len(list) != 1 {
+		t.Fatalf("vault root after an unlinked O_TMPFILE: %+v, %v", list, err)
+	}
+}

@@ -434,6 +434,12 @@ func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*
 	default:
 		return nil, errno
 	}
+	m.mu.Lock()
+	tmp := c.tmp
+	m.mu.Unlock()
+	if tmp {
+		return m.linkTmp(ctx, c, d, newName)
+	}
 	op, errno := m.path(c)
 	if errno != 0 {
 		return nil, errno
@@ -463,6 +469,93 @@ func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*
 		c.nlink, c.ctime = st.Nlink, st.Ctime.UnixNano()
 	}
 	c.addPlaceLocked(d, newName)
+	if d.children != nil {
+		d.children[newName] = c
+	}
+	delete(d.negative, newName)
+	d.touch(st.Ctime)
+	return c, 0
+}
+
+// tmpfile makes the in-memory entry of an O_TMPFILE file in directory
+// dirIno, with mode bits perm, owned by uid and gid. Its inode number is
+// reserved in the vault, so a link can create it under that number.
+func (m *Mount) tmpfile(ctx context.Context, dirIno uint64, perm, uid, gid uint32) (*entry, syscall.Errno) {
+	if m.ro {
+		return nil, syscall.EROFS
+	}
+	d := m.entry(dirIno)
+	if d == nil {
+		return nil, errGone
+	}
+	ino, ok := m.takeIno()
+	if !ok {
+		if err := m.update(ctx, func(tx *vault.Tx) error {
+			ino = tx.ReserveInos(1)
+			return nil
+		}); err != nil {
+			return nil, m.errno("create", "", err)
+		}
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mode, g := vault.Inherit(vault.FileMode(d.mode), d.gid, vault.KindFile, vault.FileMode(perm), int64(gid))
+	e := newEntry(vault.Entry{Kind: vault.KindFile, Mode: mode, Ino: ino, Mtime: now, Ctime: now, Atime: now,
+		Uid: int64(uid), Gid: g, Nlink: 1})
+	e.unlinked, e.tmp = true, true
+	m.metas[ino] = e
+	return e, 0
+}
+
+// linkTmp gives O_TMPFILE file c its first name, newName in directory d:
+// the vault creates it there, under its reserved inode number, with the
+// content written so far. Caller holds m.nsMu exclusively.
+func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entry, syscall.Errno) {
+	m.mu.Lock()
+	fd := c.data
+	m.mu.Unlock()
+	if fd == nil {
+		return nil, syscall.ENOENT // closed: gone
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	data := make([]byte, fd.size)
+	if _, err := fd.read(data, 0, func(buf []byte, _ int64) (int, error) { clear(buf); return len(buf), nil }); err != nil {
+		return nil, m.errno("link", "", err)
+	}
+	dp, errno := m.path(d)
+	if errno != 0 {
+		return nil, errno
+	}
+	np := childPath(dp, newName)
+	m.mu.Lock()
+	mode, uid, gid := vault.FileMode(c.mode), c.uid, c.gid
+	m.mu.Unlock()
+	var st vault.Entry
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		err := tx.AsOwner(uint32(uid), uint32(gid), func() error {
+			return tx.CreateWithIno(c.ino, func() error {
+				return createIn(tx, np, newSpec{kind: vault.KindFile}, mode, data)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		st, err = tx.Stat(np)
+		return err
+	})
+	if err != nil {
+		return nil, m.errno("link", np, err)
+	}
+	m.account(fd, func() { fd.committed(st.Mtime.UnixNano()) })
+	fd.orphan, fd.orphanData = false, nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c.refresh(st)
+	c.unlinked, c.tmp = false, false
+	c.parent, c.name = d, newName
+	m.metas[c.ino] = c
 	if d.children != nil {
 		d.children[newName] = c
 	}
@@ -1020,12 +1113,17 @@ func (m *Mount) chattr(ctx context.Context, e *entry, a vault.Attrs) syscall.Err
 // holds m.nsMu (shared: no rename can change the path before the change
 // is queued) and d.mu if d is not nil.
 func (m *Mount) chattrQueued(e *entry, d *fileData, a vault.Attrs) syscall.Errno {
-	p, errno := m.path(e)
-	if errno != 0 {
-		return errno
-	}
+	m.mu.Lock()
+	tmp := e.tmp
+	m.mu.Unlock()
 	at := time.Now()
-	m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
+	if !tmp { // an O_TMPFILE file's attributes reach the vault with its link
+		p, errno := m.path(e)
+		if errno != 0 {
+			return errno
+		}
+		m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
+	}
 	now := at.UnixNano()
 	if d != nil && a.Mtime != nil {
 		d.vmtime = a.Mtime.UnixNano() // what a failed commit goes back to
