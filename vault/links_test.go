@@ -174,10 +174,27 @@ func TestHardLinks(t *testing.T) {
 	// Search and find show each name, never the hidden directory.
 	found, err := v.Find(ctx, "/", FindOptions{})
 	must(t, err)
+	var files []string
 	for _, e := range found {
 		if len(e.Path) > MaxNameLen {
 			t.Fatalf("find shows %q", e.Path)
 		}
+		if e.Kind == KindFile && e.Ino == ea.Ino {
+			files = append(files, e.Path)
+		}
+	}
+	if !slices.Equal(files, []string{"/d/a", "/e/keep"}) {
+		t.Fatalf("find lists the linked file as %q", files)
+	}
+	hits, err := v.Search(ctx, "changed", 0)
+	must(t, err)
+	var hitPaths []string
+	for _, h := range hits {
+		hitPaths = append(hitPaths, h.Path)
+	}
+	slices.Sort(hitPaths)
+	if !slices.Equal(hitPaths, []string{"/d/a", "/e/keep"}) {
+		t.Fatalf("search finds %q", hitPaths)
 	}
 
 	// Restore brings back the checkpoint's names and content.

@@ -179,26 +179,17 @@ func (t *Tx) walkTree(p string, depth int, fn func(f *treeFile) error) (string, 
 	if base == "/" {
 		base = ""
 	}
-	// Rows are collected first: a hard link's inode is looked up with
-	// another query.
-	var files []treeFile
+	defer rows.Close()
+	var links int64
 	for rows.Next() {
 		var f treeFile
 		if err := rows.Scan(&f.path, &f.depth, &f.n.id, &f.n.ino, &f.n.kind, &f.n.mode, &f.n.size, &f.n.mtime, &f.n.target, &f.n.chunks); err != nil {
-			rows.Close()
 			return clean, err
 		}
 		f.path = base + f.path
-		files = append(files, f)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return clean, err
-	}
-	var links int64
-	for i := range files {
-		f := &files[i]
 		if f.n.kind == kindLink {
+			// A hard link shows its inode (other statements may run
+			// while these rows are open).
 			if links == 0 {
 				if links, err = t.linksOf(t.v.root); err != nil {
 					return clean, err
@@ -210,11 +201,11 @@ func (t *Tx) walkTree(p string, depth int, fn func(f *treeFile) error) (string, 
 			}
 			f.n = *in
 		}
-		if err := fn(f); err != nil {
+		if err := fn(&f); err != nil {
 			return clean, err
 		}
 	}
-	return clean, nil
+	return clean, rows.Err()
 }
 
 // SearchHit is one file that matches a search.
