@@ -772,14 +772,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 }
 
 func (st *modelState) mSymlink(m mtree, q Quota, target, p string) error {
-	comps, _ := CleanPath(p)
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	m.create(p, mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()})
@@ -847,14 +840,7 @@ func mChown(m mtree, p string, uid, gid *int64) error {
 }
 
 func (st *modelState) mMknod(m mtree, q Quota, p string, k Kind, mode fs.FileMode, rdev uint64) error {
-	comps, _ := CleanPath(p)
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	if k != KindCharDev && k != KindBlkDev {
@@ -973,6 +959,22 @@ func (st *modelState) mCopy(m mtree, q Quota, src, dst string, recursive bool) e
 	return nil
 }
 
+// canCreate mirrors the checks of Tx.createNew before it creates p: the
+// parent, an existing entry, the quota for one more.
+func (m mtree) canCreate(q Quota, p string) error {
+	comps, _ := CleanPath(p)
+	if err := m.parentOf(comps); err != nil {
+		return err
+	}
+	if _, ok := m[p]; ok {
+		return ErrExists
+	}
+	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+		return err
+	}
+	return nil
+}
+
 // mLink mirrors Tx.Link.
 func mLink(m mtree, q Quota, old, p string) error {
 	ocomps, _ := CleanPath(old)
@@ -983,14 +985,7 @@ func mLink(m mtree, q Quota, old, p string) error {
 	if n.kind == KindDir {
 		return ErrPermission
 	}
-	comps, _ := CleanPath(p)
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	m[p] = n
