@@ -649,13 +649,13 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if o.Exchange {
 		return t.exchange(op, sclean, dclean, scomps, dcomps, n, victim)
 	}
-	if victim != nil && n.kind == kindLink && victim.kind == kindLink && n.target == victim.target {
-		// Two names of one inode: rename(2) does nothing.
-		return nil
-	}
 	if victim != nil {
 		if o.NoReplace {
 			return pathErr(op, dclean, ErrExists)
+		}
+		if n.kind == kindLink && victim.kind == kindLink && n.target == victim.target {
+			// Two names of one inode: rename(2) does nothing.
+			return nil
 		}
 		switch {
 		case victim.kind == KindDir && n.kind != KindDir:

@@ -894,13 +894,12 @@ func mRename(m mtree, src, dst string, o RenameOptions) error {
 		return nil
 	}
 	n := m[src]
-	if victim, ok := m[dst]; ok && victim.kind != KindDir && victim.id == n.id {
-		return nil // two names of one inode
-	}
 	if victim, ok := m[dst]; ok {
 		switch {
 		case o.NoReplace:
 			return ErrExists
+		case victim.kind != KindDir && victim.id == n.id:
+			return nil // two names of one inode
 		case victim.kind == KindDir && n.kind != KindDir:
 			return ErrIsDir
 		case victim.kind != KindDir && n.kind == KindDir:
