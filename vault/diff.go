@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"database/sql"
 	"fmt"
 	"sort"
@@ -73,13 +74,27 @@ type differ struct {
 // letting SQLite probe one listing for each entry of the other.
 const listingsSQL = `SELECT dir, count(*), group_concat(child || '/' || name, '/') FROM dirents WHERE dir IN (?1, ?2) GROUP BY dir`
 
-// nodePairSQL compares nodes ?1 and ?2: their kinds and sizes, and whether
+// nodePairSQL compares nodes ?1 and ?2: their kinds and sizes, whether
 // two non-directories differ in size, mode, owner, device number, target
-// or content (chunk lists; NULL and empty both mean no content).
+// or content (chunk lists; NULL and empty both mean no content), and
+// whether they differ in their chunk lists alone (see sameContent).
 const nodePairSQL = `SELECT na.kind, na.size, nb.kind, nb.size, na.target, nb.target,
 	na.size != nb.size OR na.mode != nb.mode OR na.target != nb.target OR coalesce(na.chunks, x'') != coalesce(nb.chunks, x'')
-	OR na.uid != nb.uid OR na.gid != nb.gid OR na.rdev != nb.rdev
+	OR na.uid != nb.uid OR na.gid != nb.gid OR na.rdev != nb.rdev,
+	na.kind = nb.kind AND na.size = nb.size AND na.mode = nb.mode AND na.target = nb.target
+	AND na.uid = nb.uid AND na.gid = nb.gid AND na.rdev = nb.rdev
 FROM nodes na, nodes nb WHERE na.id = ?1 AND nb.id = ?2`
+
+// sameContent reports whether files a and b, whose chunk lists differ,
+// hold the same content anyway: lists that split a run of holes
+// differently (a dense list keeps one record per hole chunk).
+func (t *Tx) sameContent(a, b int64) (bool, error) {
+	var la, lb []byte
+	if err := t.row(`SELECT coalesce(na.chunks, x''), coalesce(nb.chunks, x'') FROM nodes na, nodes nb WHERE na.id = ?1 AND nb.id = ?2`, a, b).Scan(&la, &lb); err != nil {
+		return false, fmt.Errorf("load chunk lists of %d, %d: %w", a, b, mapSQLErr(err))
+	}
+	return bytes.Equal(appendRecords(nil, la), appendRecords(nil, lb)), nil
+}
 
 // unpackListing parses a listing packed by listingsSQL, sorted by name;
 // ok is false unless it holds exactly n well-formed entries.
@@ -216,9 +231,16 @@ func (d *differ) entry(p string, a, b int64) error {
 	var ka, kb Kind
 	var sa, sb int64
 	var ta, tb string
-	var differ sql.NullBool
-	if err := t.row(nodePairSQL, a, b).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ); err != nil {
+	var differ, onlyChunks sql.NullBool
+	if err := t.row(nodePairSQL, a, b).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ, &onlyChunks); err != nil {
 		return fmt.Errorf("diff %s: load nodes %d, %d: %w", p, a, b, mapSQLErr(err))
+	}
+	if differ.Bool && onlyChunks.Bool && ka == KindFile {
+		same, err := t.sameContent(a, b)
+		if err != nil {
+			return err
+		}
+		differ.Bool = !same
 	}
 	if ka == kindLink || kb == kindLink {
 		if ka == kb && ta == tb {
@@ -366,9 +388,16 @@ func (d *differ) linked(to int64) error {
 				var ka, kb Kind
 				var sa, sb int64
 				var ta, tb string
-				var differ sql.NullBool
-				if err := t.row(nodePairSQL, la[i].child, lb[j].child).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ); err != nil {
+				var differ, onlyChunks sql.NullBool
+				if err := t.row(nodePairSQL, la[i].child, lb[j].child).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ, &onlyChunks); err != nil {
 					return fmt.Errorf("diff hard links: %w", mapSQLErr(err))
+				}
+				if differ.Bool && onlyChunks.Bool && ka == KindFile {
+					same, err := t.sameContent(la[i].child, lb[j].child)
+					if err != nil {
+						return err
+					}
+					differ.Bool = !same
 				}
 				if differ.Bool || ka != kb {
 					changed[lb[j].name] = inode{kb, sb, sa}
