@@ -85,6 +85,32 @@ const nodePairSQL = `SELECT na.kind, na.size, nb.kind, nb.size, na.target, nb.ta
 	AND na.uid = nb.uid AND na.gid = nb.gid AND na.rdev = nb.rdev
 FROM nodes na, nodes nb WHERE na.id = ?1 AND nb.id = ?2`
 
+// nodePair is what nodePairSQL says of two nodes; differ is false for
+// files whose lists differ but whose content does not (sameContent).
+type nodePair struct {
+	ka, kb Kind
+	sa, sb int64
+	ta, tb string
+	differ bool
+}
+
+func (t *Tx) nodePair(a, b int64) (nodePair, error) {
+	var np nodePair
+	var differ, onlyChunks sql.NullBool
+	if err := t.row(nodePairSQL, a, b).Scan(&np.ka, &np.sa, &np.kb, &np.sb, &np.ta, &np.tb, &differ, &onlyChunks); err != nil {
+		return np, fmt.Errorf("load nodes %d, %d: %w", a, b, mapSQLErr(err))
+	}
+	np.differ = differ.Bool
+	if np.differ && onlyChunks.Bool && np.ka == KindFile {
+		same, err := t.sameContent(a, b)
+		if err != nil {
+			return np, err
+		}
+		np.differ = !same
+	}
+	return np, nil
+}
+
 // sameContent reports whether files a and b, whose chunk lists differ,
 // hold the same content anyway: lists that split a run of holes
 // differently (a dense list keeps one record per hole chunk).
@@ -228,25 +254,15 @@ func (d *differ) entry(p string, a, b int64) error {
 		return nil
 	}
 	t, ch := d.t, d.ch
-	var ka, kb Kind
-	var sa, sb int64
-	var ta, tb string
-	var differ, onlyChunks sql.NullBool
-	if err := t.row(nodePairSQL, a, b).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ, &onlyChunks); err != nil {
-		return fmt.Errorf("diff %s: load nodes %d, %d: %w", p, a, b, mapSQLErr(err))
+	np, err := t.nodePair(a, b)
+	if err != nil {
+		return fmt.Errorf("diff %s: %w", p, err)
 	}
-	if differ.Bool && onlyChunks.Bool && ka == KindFile {
-		same, err := t.sameContent(a, b)
-		if err != nil {
-			return err
-		}
-		differ.Bool = !same
-	}
+	ka, kb, sa, sb, ta, tb := np.ka, np.kb, np.sa, np.sb, np.ta, np.tb
 	if ka == kindLink || kb == kindLink {
 		if ka == kb && ta == tb {
 			return nil // one inode under this name: linked compares it
 		}
-		var err error
 		if ka == kindLink {
 			if a, err = t.stubTarget(d.la, ta); err != nil {
 				return err
@@ -267,7 +283,7 @@ func (d *differ) entry(p string, a, b int64) error {
 		return d.tree(p, b, true)
 	case ka == KindDir:
 		return d.dir(p, a, b)
-	case differ.Bool:
+	case np.differ:
 		ch.Modified = append(ch.Modified, Change{Path: p, Type: kb.String(), Size: sb})
 		if kb == KindFile {
 			d.bytes(sa, sb)
@@ -385,22 +401,12 @@ func (d *differ) linked(to int64) error {
 			j++
 		default:
 			if la[i].child != lb[j].child {
-				var ka, kb Kind
-				var sa, sb int64
-				var ta, tb string
-				var differ, onlyChunks sql.NullBool
-				if err := t.row(nodePairSQL, la[i].child, lb[j].child).Scan(&ka, &sa, &kb, &sb, &ta, &tb, &differ, &onlyChunks); err != nil {
-					return fmt.Errorf("diff hard links: %w", mapSQLErr(err))
+				np, err := t.nodePair(la[i].child, lb[j].child)
+				if err != nil {
+					return fmt.Errorf("diff hard links: %w", err)
 				}
-				if differ.Bool && onlyChunks.Bool && ka == KindFile {
-					same, err := t.sameContent(la[i].child, lb[j].child)
-					if err != nil {
-						return err
-					}
-					differ.Bool = !same
-				}
-				if differ.Bool || ka != kb {
-					changed[lb[j].name] = inode{kb, sb, sa}
+				if np.differ || np.ka != np.kb {
+					changed[lb[j].name] = inode{np.kb, np.sb, np.sa}
 				}
 			}
 			i++

@@ -758,13 +758,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 		}
 		return nil
 	}
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
