@@ -24,6 +24,7 @@ const (
 	OpRm         Op = "file.rm"
 	OpMv         Op = "file.mv"
 	OpCp         Op = "file.cp"
+	OpLn         Op = "file.ln"
 	OpReadTree   Op = "file.read_tree"
 	OpImportDir  Op = "file.import_dir"
 	OpExportDir  Op = "file.export_dir"

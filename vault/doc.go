@@ -15,6 +15,12 @@
 // hole costs one record whatever its length, so sparse files cost what
 // their content costs, in space and time.
 //
+// An inode with several names (a hard link, links.go) lives in a hidden
+// directory of the root, under its inode number; each name is a stub
+// that names it, and everything done to the inode goes to the hidden
+// entry, so one copy serves every name and checkpoints, forks, export and
+// GC carry it like any subtree.
+//
 // Every committed write transaction on a vault takes the next number of
 // its change sequence and stamps its audit events with it (log.go):
 // another process that caches the vault (a mount) follows the log to

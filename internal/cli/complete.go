@@ -104,7 +104,7 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		"serve", "worker", "dispatcher", "fleet status", "fleet dlq list", "config show", "policy show", "approval list")
 	args(nth(0, a.completePaths), "cat", "stat", "mkdir", "write")
 	args(upTo(1, a.completePaths), "ls")
-	args(upTo(2, a.completePaths), "rm", "mv", "cp")
+	args(upTo(2, a.completePaths), "rm", "mv", "cp", "ln")
 	args(func(cmd *cobra.Command, args []string, to string) ([]string, cobra.ShellCompDirective) {
 		if len(args) == 0 {
 			return a.completePaths(cmd, args, to)

@@ -25,7 +25,7 @@ var docResultTypes = map[string]any{
 	"vault merge": messages.MergeResult{}, "attempts run": messages.AttemptsResult{},
 	"vault export": messages.TransferResult{}, "vault import": messages.TransferResult{},
 	"write": messages.WriteResult{}, "cat": messages.CatResult{}, "ls": messages.LsResult{}, "stat": messages.Entry{},
-	"mkdir": messages.PathResult{}, "rm": messages.PathResult{}, "mv": messages.PathResult{}, "cp": messages.PathResult{},
+	"mkdir": messages.PathResult{}, "rm": messages.PathResult{}, "mv": messages.PathResult{}, "cp": messages.PathResult{}, "ln": messages.PathResult{},
 	"import": messages.BatchResult{}, "export": messages.BatchResult{},
 	"checkpoint save": messages.CheckpointResult{}, "checkpoint list": messages.CheckpointListResult{},
 	"checkpoint restore": messages.RestoreResult{}, "checkpoint delete": messages.DeletedResult{}, "checkpoint diff": messages.DiffResult{},

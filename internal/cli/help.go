@@ -139,6 +139,7 @@ var examples = map[string]string{
 	"rm":                    "  avfs rm /notes.txt\n  avfs rm -r /target",
 	"mv":                    "  avfs mv /notes.txt /docs/notes.txt",
 	"cp":                    "  avfs cp /src/lib.rs /src/lib.rs.bak\n  avfs cp -r /src /src-copy",
+	"ln":                    "  avfs ln /build/app /release/app   # one file, two names",
 	"import":                "  avfs import ./my-project /\n  avfs import ./assets /static --quiet",
 	"export":                "  avfs export / ./out",
 	"demo":                  "  avfs demo\n  avfs demo --json",

@@ -40,6 +40,7 @@ var ops = []opSpec{
 	{messages.OpRm, typ[messages.RmArgs](), typ[messages.PathResult]()},
 	{messages.OpMv, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpCp, typ[messages.MoveArgs](), typ[messages.PathResult]()},
+	{messages.OpLn, typ[messages.MoveArgs](), typ[messages.PathResult]()},
 	{messages.OpReadTree, typ[messages.ReadTreeArgs](), typ[messages.ReadTreeResult]()},
 	{messages.OpImportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
 	{messages.OpExportDir, typ[messages.HostDirArgs](), typ[messages.BatchResult]()},
