@@ -120,6 +120,15 @@ func (f *fleet) addWorker(id string, mp ...metric.MeterProvider) *vault.Store {
 // the test ends, and returns the store; tp and mp may be nil.
 func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) *vault.Store {
 	t.Helper()
+	st, _ := startStoppableWorker(t, nc, id, tp, mp)
+	return st
+}
+
+// startStoppableWorker is startWorker that also returns stop, which ends
+// the worker as a graceful stop does (idempotent; the test's end calls it
+// too). The store stays open until the test ends.
+func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) (*vault.Store, func()) {
+	t.Helper()
 	home := t.TempDir()
 	ctx := context.Background()
 	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
@@ -140,13 +149,19 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(wctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			cleanup()
+		})
+	}
 	t.Cleanup(func() {
-		cancel()
-		<-done
-		cleanup()
+		stop()
 		st.Close()
 	})
-	return st
+	return st, stop
 }
 
 func (f *fleet) client() *client.Client {

@@ -5,11 +5,13 @@ import (
 	"strings"
 )
 
-// DecodeWork decodes a request delivered to a worker on a work, direct
-// or peer subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
+// DecodeWork decodes a request delivered to a worker on a work or direct
+// subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
 // subject's namespace, vault and op are authoritative: a body claiming
 // others is PERMISSION_DENIED, so NATS permissions on subjects are what
-// confine an agent. A request that can never succeed (CheckRouting) is
+// confine an agent. An approval op arrives with its approval's vault in
+// the subject (the dispatcher routed it there) and none in the body: the
+// subject's vault fills it in. A request that can never succeed (CheckRouting) is
 // INVALID_ARGUMENT; the op's args are decoded later, by its handler.
 func DecodeWork(subj string, body []byte) (Request, *Error) {
 	var req Request

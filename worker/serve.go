@@ -73,7 +73,7 @@ type Server struct {
 	busy     int
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
-	pr       *peers        // namespace fan-out to the other workers (peers.go)
+	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -113,7 +113,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
-	s.pr = newPeers(s)
+	s.cat = newCatalog(s)
 	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
@@ -121,6 +121,7 @@ func (s *Server) withHandoff() *Server {
 		if op == messages.OpExec {
 			s.ho.markDirty(vkey{ns, vault})
 		}
+		s.cat.touch(vkey{ns, vault})
 	})
 	return s
 }
@@ -142,6 +143,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.owned, err = owners.Watch(ctx, okv); err != nil {
 		return fmt.Errorf("watch owners: %w", err)
 	}
+	if err := s.cat.open(ctx); err != nil {
+		s.log.Warn("vault catalog disabled: the dispatcher's lists will miss this worker's vaults", "err", err)
+	}
+	// The catalog outlives the requests, like the audit publisher: its
+	// last flush comes after the last one finished.
+	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	var cwg sync.WaitGroup
+	cwg.Add(2)
+	go func() { defer cwg.Done(); s.cat.run(cctx) }()
+	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
+	defer func() { ccancel(); cwg.Wait() }()
 	lost := make(chan struct{}, 1)
 	cc, err := s.consume(ctx, lost)
 	if err != nil {
@@ -163,10 +175,6 @@ func (s *Server) Run(ctx context.Context) error {
 	}), micro.WithEndpointSubject(messages.SubjectRoot+".worker."+s.id+".status")); err != nil {
 		cc.Stop()
 		return fmt.Errorf("micro endpoint: %w", err)
-	}
-	if err := s.pr.endpoint(svc); err != nil {
-		cc.Stop()
-		return fmt.Errorf("peer endpoint: %w", err)
 	}
 	if unobserve, err := s.observeQueue(); err != nil {
 		s.log.Warn("queue metrics", "err", err)
@@ -218,7 +226,6 @@ func (s *Server) Run(ctx context.Context) error {
 			close(s.stop)
 			s.wg.Wait()
 			s.h.Stop() // end the background runs, so drain pushes their changes
-			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
 			<-beat // no heartbeat may land after the release
@@ -491,9 +498,9 @@ func (s *Server) process(msg delivery) {
 			hctx = WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 		}
 		rep = s.handle(hctx, req)
-		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)
+		rep = s.cat.record(ctx, req, rep, owner) // what the dispatcher lists
 	}
 	close(done)
 	if rep.Error != nil {
