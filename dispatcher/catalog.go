@@ -148,10 +148,9 @@ func (d *Dispatcher) reply(msg jetstream.Msg, rep messages.Reply) {
 }
 
 // approvalVault finds the vault of the approval an ApprovalOp names. A
-// missing approval, or one of another vault than the subject's token
-// (a request the dispatcher sent back after a fence), is answered with
-// e; err is a failed read, worth another try.
-func (d *Dispatcher) approvalVault(ctx context.Context, ns, token string, body []byte) (vault string, e *messages.Error, err error) {
+// missing approval is answered with e; err is a failed read, worth
+// another try.
+func (d *Dispatcher) approvalVault(ctx context.Context, ns string, body []byte) (vault string, e *messages.Error, err error) {
 	var req messages.Request
 	var args messages.ApprovalArgs
 	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req.Args, &args) != nil {
@@ -173,9 +172,6 @@ func (d *Dispatcher) approvalVault(ctx context.Context, ns, token string, body [
 	}
 	var a messages.Approval
 	if err := json.Unmarshal(ent.Value(), &a); err != nil || a.Vault == "" {
-		return "", notFound, nil
-	}
-	if token != "" && token != a.Vault {
 		return "", notFound, nil
 	}
 	return a.Vault, nil, nil

@@ -321,13 +321,19 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 // at its approval's vault (setting *vault), and places the rest. An error
 // is worth another try later.
 func (d *Dispatcher) decide(ctx context.Context, msg jetstream.Msg, ns, vault *string, op messages.Op) (string, error) {
+	if (messages.DispatcherOp(op) || messages.ApprovalOp(op)) && *vault != "" {
+		// Permissions deny agents approval decisions on the "_" token:
+		// no other token may lead to one.
+		d.fail(msg, messages.Errorf(messages.CodeInvalidArgument, "%s is namespace-scoped: its subject's vault token must be %q", op, messages.NoVault))
+		return "", nil
+	}
 	switch {
 	case messages.DispatcherOp(op):
 		span := trace.SpanFromContext(ctx)
 		span.SetAttributes(attribute.Bool("avfs.answered_by_dispatcher", true))
 		return "", d.answer(ctx, msg, *ns, op)
 	case messages.ApprovalOp(op):
-		v, e, err := d.approvalVault(ctx, *ns, *vault, msg.Data())
+		v, e, err := d.approvalVault(ctx, *ns, msg.Data())
 		if err != nil {
 			return "", err
 		}
