@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
 )
@@ -113,6 +116,17 @@ func (d *Dispatcher) approvalList(ctx context.Context, ns string) (messages.Appr
 // answer serves a DispatcherOp; a failed catalog read puts the request
 // back for another try.
 func (d *Dispatcher) answer(ctx context.Context, msg jetstream.Msg, ns string, op messages.Op) error {
+	// Checked as a worker checks what it serves: the subject is
+	// authoritative, and the op takes no args.
+	req, e := messages.Decode(ns, "", op, msg.Data())
+	if e == nil && !noArgs(req.Args) {
+		e = messages.Errorf(messages.CodeInvalidArgument, "%s takes no args", op)
+	}
+	if e != nil {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, string(e.Code))
+		d.fail(msg, e)
+		return nil
+	}
 	var res any
 	var err error
 	if op == messages.OpVaultList {
@@ -127,9 +141,18 @@ func (d *Dispatcher) answer(ctx context.Context, msg jetstream.Msg, ns string, o
 	if err != nil {
 		return err
 	}
-	d.reply(msg, messages.Reply{RequestID: msg.Headers().Get(messages.HeaderRequestID), Result: b})
+	d.reply(msg, messages.Reply{RequestID: req.RequestID, Result: b})
 	msg.Ack()
 	return nil
+}
+
+// noArgs reports whether args is absent, null or an empty object.
+func noArgs(args json.RawMessage) bool {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(args, &m) == nil && len(m) == 0
 }
 
 // reply publishes rep to the caller's inbox, if it named a valid one.
