@@ -89,31 +89,14 @@ func (f *fleet) conn() *nats.Conn {
 // store; mp, if given, receives the worker's metrics.
 func (f *fleet) addWorker(id string, mp ...metric.MeterProvider) *vault.Store {
 	f.t.Helper()
-	ctx := context.Background()
 	var m metric.MeterProvider
 	if len(mp) > 0 {
 		m = mp[0]
 	}
 	store := startWorker(f.t, f.conn(), id, f.tp, m)
 	// Wait for the worker's first heartbeat so placement can see it.
-	c := f.client()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		js, _ := jetstream.New(f.conn())
-		st, err := dispatcher.Status(ctx, js)
-		if err == nil {
-			for _, w := range st.Workers {
-				if w.ID == id {
-					_ = c
-					return store
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("worker %s never joined", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	f.waitMembers(id)
+	return store
 }
 
 // startWorker runs worker id on nc, with its own home and store, until

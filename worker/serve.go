@@ -225,7 +225,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			close(s.stop)
 			s.wg.Wait()
-			s.h.Stop() // end the background runs, so drain pushes their changes
+			s.h.Stop()   // end the background runs, so drain pushes their changes
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
 			<-beat // no heartbeat may land after the release
