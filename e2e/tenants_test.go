@@ -17,6 +17,7 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/dispatcher"
 	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -66,16 +67,11 @@ func confinedFleet(t *testing.T) string {
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if s, err := dispatcher.Status(ctx, js); err == nil && len(s.Workers) == 1 {
-			return ns.ClientURL()
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("worker never joined")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "worker w1 joined", func() (bool, error) {
+		s, err := dispatcher.Status(ctx, js)
+		return err == nil && len(s.Workers) == 1, err
+	})
+	return ns.ClientURL()
 }
 
 // tenant is a principal of the example permissions file, driving the
