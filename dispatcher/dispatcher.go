@@ -155,7 +155,7 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 	names := st.ConsumerNames(ctx)
 	var dead []string
 	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, "worker-")
+		id, ok := strings.CutPrefix(name, messages.WorkConsumerPrefix)
 		if !ok {
 			continue
 		}
@@ -181,11 +181,11 @@ func (d *Dispatcher) rescueWorker(ctx context.Context, st jetstream.Stream, id s
 	// Delete the dead worker's consumer first: a work-queue stream allows
 	// one consumer per subject, and its unacknowledged messages stay in
 	// the stream for the rescue consumer to read at once.
-	if err := st.DeleteConsumer(ctx, "worker-"+id); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := st.DeleteConsumer(ctx, messages.WorkConsumer(id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "rescue-" + id, FilterSubject: messages.SubjectWork + "." + id + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "rescue-" + id, FilterSubject: messages.WorkFilter(id), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (d *Dispatcher) reroute(ctx context.Context, msg jetstream.Msg, dead string
 
 func (d *Dispatcher) heartbeat(ctx context.Context) {
 	b, _ := json.Marshal(messages.Member{ID: d.id, Kind: "dispatcher", LastSeen: time.Now().UTC().Format(time.RFC3339Nano)})
-	if _, err := d.members.Put(ctx, "dispatcher."+d.id, b); err != nil {
+	if _, err := d.members.Put(ctx, messages.DispatcherPrefix+d.id, b); err != nil {
 		d.log.Warn("heartbeat", "err", err)
 	}
 }
@@ -362,7 +362,7 @@ func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error)
 	}
 	var out []messages.Member
 	for k := range keys.Keys() {
-		if !strings.HasPrefix(k, "worker.") {
+		if !strings.HasPrefix(k, messages.WorkerPrefix) {
 			continue
 		}
 		e, err := d.members.Get(ctx, k)
@@ -402,7 +402,7 @@ func (d *Dispatcher) alive(ctx context.Context, id string) bool {
 // a listing can miss a key that is being rewritten, and taking a vault
 // from a live worker costs its changes since the last push.
 func (d *Dispatcher) heartbeating(ctx context.Context, id string) bool {
-	_, err := d.members.Get(ctx, "worker."+id)
+	_, err := d.members.Get(ctx, messages.WorkerPrefix+id)
 	// Only a missing key is death; a failed read (a NATS hiccup) is not.
 	return !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted)
 }

@@ -210,6 +210,24 @@ func ApprovalOp(op Op) bool {
 // stopped in a cluster (e2e/cluster_test.go); with 4 s, a few seconds.
 const PullExpiry = 4 * time.Second
 
+// Work consumers and heartbeat keys. Worker w consumes StreamWork through
+// the durable consumer WorkConsumer(w), filtered on WorkFilter(w); a
+// dispatcher taking over a dead worker's pending work deletes that
+// consumer and reads the same filter. Heartbeats in BucketMembers are
+// under WorkerPrefix+id and DispatcherPrefix+id.
+const (
+	WorkerPrefix     = "worker."
+	DispatcherPrefix = "dispatcher."
+	// WorkConsumerPrefix starts every worker's consumer name.
+	WorkConsumerPrefix = "worker-"
+)
+
+// WorkConsumer is the name of worker w's consumer of StreamWork.
+func WorkConsumer(w string) string { return WorkConsumerPrefix + w }
+
+// WorkFilter is the subject filter of worker w's work.
+func WorkFilter(w string) string { return SubjectWork + "." + w + ".>" }
+
 // WorkSubject is where a dispatcher forwards a request for worker w.
 func WorkSubject(w, ns, vault string, op Op) string {
 	if vault == "" {

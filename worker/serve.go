@@ -233,7 +233,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-hb.C:
 			s.heartbeat(ctx)
-			if _, err := s.js.Consumer(ctx, messages.StreamWork, "worker-"+s.id); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if _, err := s.js.Consumer(ctx, messages.StreamWork, messages.WorkConsumer(s.id)); errors.Is(err, jetstream.ErrConsumerNotFound) {
 				signal(lost)
 			}
 		case <-lost:
@@ -256,7 +256,7 @@ func (s *Server) Run(ctx context.Context) error {
 // taking its messages; lost is signalled when the consumer is deleted.
 func (s *Server) consume(ctx context.Context, lost chan struct{}) (jetstream.ConsumeContext, error) {
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
-		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
+		Durable: messages.WorkConsumer(s.id), FilterSubject: messages.WorkFilter(s.id),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
 		MaxAckPending: s.o.Concurrency * 16,
 	})
@@ -290,7 +290,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	b, _ := json.Marshal(s.member())
-	if _, err := kv.Put(ctx, "worker."+s.id, b); err != nil {
+	if _, err := kv.Put(ctx, messages.WorkerPrefix+s.id, b); err != nil {
 		s.log.Warn("heartbeat", "err", err)
 	}
 }
@@ -303,7 +303,7 @@ func (s *Server) release() {
 	defer cancel()
 	kv, err := s.js.KeyValue(ctx, messages.BucketMembers)
 	if err == nil {
-		err = kv.Delete(ctx, "worker."+s.id)
+		err = kv.Delete(ctx, messages.WorkerPrefix+s.id)
 	}
 	if err != nil {
 		s.log.Warn("release membership", "err", err)
