@@ -216,4 +216,20 @@ func TestNamespaceOpsSpanWorkerStores(t *testing.T) {
 	stopB()
 	checkList("with wb stopped")
 	checkApprovals("with wb stopped", "granted")
+
+	// A vault made in wb's store while no worker served it (the CLI
+	// in-process) is listed once a worker serves that store again.
+	if _, err := stB.Create(ctx, "default", "offline", vault.Quota{}, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	serveStore(t, f.conn(), "wb", t.TempDir(), stB, nil, nil)
+	owner["offline"] = ""
+	poll.Until(t, 30*time.Second, "the vault made offline listed", func() (bool, error) {
+		var list messages.VaultListResult
+		if err := c.Call(ctx, "default", "", messages.OpVaultList, nil, &list); err != nil {
+			return false, err
+		}
+		return len(list.Vaults) == len(owner), fmt.Errorf("%d vaults listed, want %d", len(list.Vaults), len(owner))
+	})
+	checkList("with wb back")
 }

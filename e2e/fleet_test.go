@@ -113,11 +113,19 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) (*vault.Store, func()) {
 	t.Helper()
 	home := t.TempDir()
-	ctx := context.Background()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
+	return st, serveStore(t, nc, id, home, st, tp, mp)
+}
+
+// serveStore runs worker id on nc over store st (under home) until stop
+// is called or the test ends; st stays open.
+func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
 	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
@@ -133,18 +141,15 @@ func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.Trace
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(wctx) }()
 	var once sync.Once
-	stop := func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			<-done
 			cleanup()
 		})
 	}
-	t.Cleanup(func() {
-		stop()
-		st.Close()
-	})
-	return st, stop
+	t.Cleanup(stop)
+	return stop
 }
 
 func (f *fleet) client() *client.Client {

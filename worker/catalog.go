@@ -148,10 +148,16 @@ func (c *catalog) refresh(ctx context.Context, k vkey) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.vaults.Update(ctx, key, b, e.Revision()); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return err // (ErrKeyExists: written meanwhile, by a create or a delete; theirs stands)
+	if _, err := c.vaults.Update(ctx, key, b, e.Revision()); err != nil && !revisionLost(err) {
+		return err // (a lost compare-and-set: written meanwhile, by a create or a delete; theirs stands)
 	}
 	return nil
+}
+
+// revisionLost reports whether a KV compare-and-set found another
+// revision than the one it expected.
+func revisionLost(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }
 
 func (c *catalog) info(in vault.Info) messages.VaultInfo {
@@ -339,11 +345,14 @@ func (c *catalog) seed(ctx context.Context) {
 			case placed && o.Worker == c.s.id:
 				c.touch(vkey{ns, in.Name})
 			case !placed:
+				// Only onto a key never written: a deleted vault's
+				// key keeps its delete marker, so a copy listed just
+				// before a delete does not come back.
 				b, err := json.Marshal(c.info(in))
 				if err == nil {
-					_, err = c.vaults.Create(ctx, messages.VaultKey(ns, in.Name), b)
+					_, err = c.vaults.Update(ctx, messages.VaultKey(ns, in.Name), b, 0)
 				}
-				if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+				if err != nil && !revisionLost(err) {
 					c.s.log.Warn("catalog: add vault", "namespace", ns, "vault", in.Name, "err", err)
 				}
 			}
