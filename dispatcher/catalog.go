@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,40 +30,80 @@ const catalogRead = 10 * time.Second
 // were in.
 var errWatchEnded = errors.New("catalog watch ended early")
 
-// readNamespace returns the current entries of namespace ns in kv. It
-// reads through a watch that ends at its initial-values marker, so every
-// entry written before the call is in the answer: a no-wait fetch of a
-// new consumer could come back before the server delivered them.
-func readNamespace(ctx context.Context, kv jetstream.KeyValue, ns string) ([]jetstream.KeyValueEntry, error) {
+// readNamespace returns the current entries of namespace ns in kv: every
+// entry written before the call. A watch delivers the values in one pass,
+// but its end-of-initial-values marker comes from the consumer's pending
+// count and was seen to come one entry early while other keys changed
+// (a list of 63 vaults of 64); so the keys the stream holds for ns are
+// read too, and a key the watch missed is read on its own. (A no-wait
+// fetch of a new consumer would miss even more: it can come back before
+// the server delivered anything.)
+func readNamespace(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, ns string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, catalogRead)
 	defer cancel()
+	fail := func(err error) ([]jetstream.KeyValueEntry, error) {
+		return nil, fmt.Errorf("read %s of %s: %w", kv.Bucket(), ns, err)
+	}
 	w, err := kv.Watch(ctx, messages.NamespaceKeys(ns), jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	defer w.Stop()
-	var out []jetstream.KeyValueEntry
+	// By key, the latest revision: a consumer the client library had to
+	// recreate (a gap under load) delivers some entries again.
+	byKey := map[string]jetstream.KeyValueEntry{}
+watch:
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s of %s: %w", kv.Bucket(), ns, ctx.Err())
+			return fail(ctx.Err())
 		case e, ok := <-w.Updates():
 			switch {
 			case !ok:
-				return nil, fmt.Errorf("read %s of %s: %w", kv.Bucket(), ns, errWatchEnded)
+				return fail(errWatchEnded)
 			case e == nil:
-				return out, nil
+				break watch
 			}
-			out = append(out, e)
+			if prev, ok := byKey[e.Key()]; !ok || e.Revision() > prev.Revision() {
+				byKey[e.Key()] = e
+			}
 		}
 	}
+	st, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return fail(err)
+	}
+	prefix := "$KV." + kv.Bucket() + "."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+messages.NamespaceKeys(ns)))
+	if err != nil {
+		return fail(err)
+	}
+	for subj := range info.State.Subjects {
+		key := strings.TrimPrefix(subj, prefix)
+		if _, ok := byKey[key]; ok {
+			continue
+		}
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // deleted: its last message is the delete marker
+		case err != nil:
+			return fail(err)
+		}
+		byKey[key] = e
+	}
+	out := make([]jetstream.KeyValueEntry, 0, len(byKey))
+	for _, e := range byKey {
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // vaultList answers vault.list for ns: every vault of the catalog, by
 // name, each with its worker as BucketOwners names it (the catalog entry
 // may predate a reassignment).
 func (d *Dispatcher) vaultList(ctx context.Context, ns string) (messages.VaultListResult, error) {
-	es, err := readNamespace(ctx, d.catalog, ns)
+	es, err := readNamespace(ctx, d.js, d.catalog, ns)
 	if err != nil {
 		return messages.VaultListResult{}, err
 	}
@@ -85,7 +126,7 @@ func (d *Dispatcher) vaultList(ctx context.Context, ns string) (messages.VaultLi
 // approvalList answers approval.list for ns, newest first, as a store
 // lists them: a pending approval past its expiry shows as expired.
 func (d *Dispatcher) approvalList(ctx context.Context, ns string) (messages.ApprovalListResult, error) {
-	es, err := readNamespace(ctx, d.approvals, ns)
+	es, err := readNamespace(ctx, d.js, d.approvals, ns)
 	if err != nil {
 		return messages.ApprovalListResult{}, err
 	}

@@ -134,3 +134,44 @@ func TestApprovalsAreRoutedToTheirVault(t *testing.T) {
 		t.Fatalf("a refused decision reached the worker: %s", m.Subject)
 	}
 }
+
+// TestVaultListWholeWhileEntriesChange: owners rewrite their entries
+// all the time (counts after each change); a list asked meanwhile still
+// holds every vault, once.
+func TestVaultListWholeWhileEntriesChange(t *testing.T) {
+	r := newRig(t)
+	const n = 64
+	for i := range n {
+		name := fmt.Sprintf("v%02d", i)
+		r.putJSON(messages.BucketCatalog, messages.VaultKey("team", name), messages.VaultInfo{Name: name, Namespace: "team"})
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprintf("v%02d", i%n)
+			b, _ := json.Marshal(messages.VaultInfo{Name: name, Namespace: "team", Files: int64(i)})
+			r.catalog.Put(r.ctx, messages.VaultKey("team", name), b)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for try := range 40 {
+		var list messages.VaultListResult
+		if e := r.call("team", messages.OpVaultList, nil, &list); e != nil {
+			t.Fatal(e)
+		}
+		seen := map[string]bool{}
+		for _, v := range list.Vaults {
+			seen[v.Name] = true
+		}
+		if len(list.Vaults) != n || len(seen) != n {
+			t.Fatalf("list %d while entries change: %d vaults (%d names), want %d once each", try, len(list.Vaults), len(seen), n)
+		}
+	}
+}
