@@ -22,8 +22,17 @@ build:
 	@echo "building $(BIN) $(VERSION) (commit $(COMMIT)); a first build compiles every dependency and takes a few minutes" >&2
 	$(GO) build -v -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/avfs
 
+# gotestsum (a tool in go.mod) runs go test and gives a test that failed
+# one more run on its own: a test that passes only on its rerun is named
+# as flaky at the end (and in .test-reruns); one that fails twice, or more
+# than three failures at once, fails the run. CI machines have two cores
+# and FUSE, NATS and process tests share them.
+RERUNS ?= 1
 test:
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	@rm -f .test-reruns
+	$(GO) tool gotestsum --format pkgname --rerun-fails=$(RERUNS) --rerun-fails-max-failures=3 \
+		--rerun-fails-run-root-test --rerun-fails-report .test-reruns --packages '$(PKGS)' -- $(TESTFLAGS)
+	@if [ -s .test-reruns ]; then echo "flaky: these failed once and passed on their rerun:"; cat .test-reruns; fi
 	$(MAKE) fuzz
 
 # The wire decoder (request bodies on worker subjects, and the UTF-8 check

@@ -24,6 +24,10 @@ func vaultInfo(in vault.Info) messages.VaultInfo {
 		sb := in.StoredBytes
 		out.StoredBytes = &sb
 	}
+	if in.ExpiresAt != nil {
+		at := rfc3339(*in.ExpiresAt)
+		out.ExpiresAt = &at
+	}
 	return out
 }
 

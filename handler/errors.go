@@ -48,6 +48,9 @@ func ToError(err error) *messages.Error {
 	var qe *vault.QuotaError
 	if errors.As(err, &qe) {
 		out.Details = map[string]any{"limit": qe.Limit, "max": qe.Max, "current": qe.Current, "requested": qe.Requested}
+		if qe.Mode != "" {
+			out.Details["mode"] = qe.Mode // what max_size_mb counts
+		}
 	}
 	var pe *vault.PathError
 	if errors.As(err, &pe) {

@@ -40,6 +40,8 @@ type Handler struct {
 	objects  Objects
 	maxReply int
 	onStop   []func()
+	// sweep says which expired vaults maint.run deletes (SweepOwned).
+	sweep func(vault.Expired) bool
 }
 
 // OnStop registers fn to run when the process serving h stops taking
@@ -126,6 +128,8 @@ func New(store *vault.Store, o Options) *Handler {
 	}
 	h.historyOps()
 	h.searchOps()
+	h.maintOps()
+	h.sweep = func(vault.Expired) bool { return true }
 	return h
 }
 
@@ -295,7 +299,11 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	default:
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "placement %q: want %q or %q", a.Placement, messages.PlacementSource, messages.PlacementSpread)
 	}
-	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(ctx, req))
+	ttl, err := duration("ttl", a.TTL)
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.store.ForkWith(ctx, req.Namespace, req.Vault, a.Target, vault.ForkOptions{Checkpoint: a.Checkpoint, TTL: ttl}, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -714,7 +722,7 @@ func (h *Handler) quotaGet(ctx context.Context, req messages.Request, _ struct{}
 	if err != nil {
 		return nil, err
 	}
-	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files}}, nil
+	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files, UniqueBytes: u.UniqueBytes}, Mode: u.Mode}, nil
 }
 
 func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages.QuotaSetArgs) (any, error) {

@@ -50,6 +50,13 @@ const (
 	OpHistoryGet      Op = "history.get"
 	OpHistorySet      Op = "history.set"
 
+	OpVaultSettings Op = "vault.settings"
+	OpVaultSet      Op = "vault.set"
+	OpStats         Op = "maint.stats"
+	OpCompact       Op = "maint.compact"
+	OpMaintain      Op = "maint.run"
+	OpAuditClear    Op = "audit.clear"
+
 	OpQuotaGet Op = "quota.get"
 	OpQuotaSet Op = "quota.set"
 	OpAudit    Op = "audit.query"
@@ -83,7 +90,7 @@ func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen,
-		OpRunStatus, OpRunLogs, OpRunList:
+		OpRunStatus, OpRunLogs, OpRunList, OpVaultSettings, OpStats:
 		return false
 	}
 	return true

@@ -43,6 +43,9 @@ type VaultForkArgs struct {
 	// nothing; PlacementSpread puts it on the least loaded worker, which
 	// fetches the content it lacks by hash. Parallel attempts spread.
 	Placement string `json:"placement,omitempty"`
+	// TTL, a Go duration ("2h"), makes the fork expire: its owner
+	// deletes it once the time passed (VaultInfo.ExpiresAt).
+	TTL string `json:"ttl,omitempty"`
 }
 
 // Fork placements (VaultForkArgs.Placement).

@@ -16,6 +16,9 @@ type VaultInfo struct {
 	Parent      *string   `json:"parent"`
 	Quota       QuotaArgs `json:"quota"`
 	Worker      string    `json:"worker"`
+	// ExpiresAt is when the vault's owner deletes it (a fork made with
+	// a TTL), RFC 3339; null: never.
+	ExpiresAt *string `json:"expires_at"`
 }
 
 // VaultResult: vault.create, vault.info (and `vault use`).
@@ -188,12 +191,18 @@ type DiffResult struct {
 type Usage struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
+	// UniqueBytes is what max_size_mb counts in the unique quota mode
+	// (the distinct chunks the live tree references); null in logical
+	// mode, where Bytes is what it counts.
+	UniqueBytes *int64 `json:"unique_bytes,omitempty"`
 }
 
-// QuotaResult: quota.get, quota.set.
+// QuotaResult: quota.get, quota.set. Mode is the vault's quota mode,
+// logical or unique (vault.set quota_mode).
 type QuotaResult struct {
 	Quota QuotaArgs `json:"quota"`
 	Usage Usage     `json:"usage"`
+	Mode  string    `json:"mode"`
 }
 
 // AuditEvent is one audit record.

@@ -163,7 +163,8 @@ func (m *Mount) catchUp(ctx context.Context) error {
 // the tree; unknown actions are assumed to.
 func changesTree(action string) bool {
 	switch action {
-	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set":
+	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set",
+		"checkpoint.prune", "vault.set", "audit.clear":
 		return false
 	}
 	return !strings.HasPrefix(action, "exec.") && !strings.HasPrefix(action, "approval.")

@@ -62,6 +62,11 @@ func helper(store string, args []string) error {
 		_, err = v.SetAttr(ctx, a, &mode, nil, vault.Meta{Actor: "other"})
 	case "restore":
 		_, err = v.RestoreCheckpoint(ctx, a, vault.Meta{Actor: "other"})
+	case "read":
+		var data []byte
+		if data, _, err = v.ReadFile(ctx, a); err == nil {
+			_, err = os.Stdout.Write(data)
+		}
 	default:
 		err = fmt.Errorf("unknown op %q", op)
 	}
@@ -71,11 +76,22 @@ func helper(store string, args []string) error {
 // otherProcess changes the vault behind m from a separate process.
 func otherProcess(t testing.TB, store string, op, a, b string) {
 	t.Helper()
+	if _, err := otherProcessOut(store, op, a, b); err != nil {
+		t.Fatalf("other process %s %s %s: %v", op, a, b, err)
+	}
+}
+
+// otherProcessOut runs op in a separate process and returns what it
+// printed (the content, for read).
+func otherProcessOut(store string, op, a, b string) (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "--", op, a, b)
 	cmd.Env = append(os.Environ(), "AVFS_TEST_STORE="+store)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("other process %s %s %s: %v: %s", op, a, b, err, out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%w: %s", err, stderr.Bytes())
 	}
+	return stdout.String(), nil
 }
 
 // followVault is a fresh vault and its store file, mounted.

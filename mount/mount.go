@@ -91,6 +91,11 @@ type Options struct {
 	// inject (no request can make the mount panic for real) to check
 	// that the serving process survives one.
 	panicOn string
+	// flushDelay replaces how long a queued change waits for a
+	// transaction to ride on (zero: 5 ms). Tests that assert a create
+	// rides on its file's first commit set it long, so a loaded machine
+	// cannot fire the timer between the create and the close.
+	flushDelay time.Duration
 
 	// CacheBytes bounds the content of small files (up to 1 MiB each)
 	// that the mount keeps in memory after reading or writing them, so
@@ -135,7 +140,8 @@ type Mount struct {
 
 	q queue // removals and renames not yet in the vault
 
-	panicOn string // Options.panicOn
+	panicOn    string        // Options.panicOn
+	flushDelay time.Duration // Options.flushDelay, or 5 ms
 
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
@@ -188,6 +194,10 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
 		ctx: mctx, cancel: cancel,
 		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{}, panicOn: o.panicOn,
+		flushDelay: o.flushDelay,
+	}
+	if m.flushDelay <= 0 {
+		m.flushDelay = defaultFlushDelay
 	}
 	switch {
 	case o.CacheBytes == 0:

@@ -818,7 +818,9 @@ func TestChildrenDoNotInheritFuseFD(t *testing.T) {
 func TestCreateRidesOnFirstCommit(t *testing.T) {
 	ctx := context.Background()
 	v := testVault(t, vault.Quota{})
-	m := mountVault(t, v, Options{})
+	// The queue's own timer would commit a create alone when the
+	// machine is slow between the create and the close.
+	m := mountVault(t, v, Options{flushDelay: time.Hour})
 	dir := m.Dir()
 	// The first create of a mount commits at once and reserves inode
 	// numbers for those that follow.

@@ -11,9 +11,9 @@ import (
 	"github.com/avfs/avfs/vault"
 )
 
-// flushDelay is how long a queued change may wait for a
+// defaultFlushDelay is how long a queued change may wait for a
 // transaction to ride on before one is made for it alone.
-const flushDelay = 5 * time.Millisecond
+const defaultFlushDelay = 5 * time.Millisecond
 
 // change is a create, removal, rename or chmod/utimens that was answered
 // at once, after the mount checked it against its copy of the tree, and
@@ -121,13 +121,13 @@ func (e *queuedError) Error() string { return "queued changes: " + e.err.Error()
 func (e *queuedError) Unwrap() error { return e.err }
 
 // enqueue adds op, to be committed with the next transaction or after
-// flushDelay. Caller holds m.nsMu exclusively.
+// m.flushDelay. Caller holds m.nsMu exclusively.
 func (m *Mount) enqueue(op change) {
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
 	m.q.ops = append(m.q.ops, op)
 	if m.q.timer == nil {
-		m.q.timer = time.AfterFunc(flushDelay, m.flushLater)
+		m.q.timer = time.AfterFunc(m.flushDelay, m.flushLater)
 	}
 }
 
@@ -308,7 +308,7 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 		if fnFailed && m.q.timer == nil {
 			// The queued changes are fine; only fn's work was
 			// refused (a quota): commit them soon on their own.
-			m.q.timer = time.AfterFunc(flushDelay, m.flushLater)
+			m.q.timer = time.AfterFunc(m.flushDelay, m.flushLater)
 		}
 		m.q.mu.Unlock()
 	}

@@ -42,9 +42,15 @@ type QuotaError struct {
 	Max       int64  // the configured limit, in the limit's own unit
 	Current   int64  // usage before the write, in bytes or files
 	Requested int64  // usage the write would reach, in bytes or files
+	// Mode is how max_size_mb counts bytes (QuotaLogical, QuotaUnique);
+	// "" for the other limits.
+	Mode string
 }
 
 func (e *QuotaError) Error() string {
+	if e.Mode != "" {
+		return fmt.Sprintf("quota exceeded: %s is %d (%s bytes: usage %d, would be %d)", e.Limit, e.Max, e.Mode, e.Current, e.Requested)
+	}
 	return fmt.Sprintf("quota exceeded: %s is %d (usage %d, would be %d)", e.Limit, e.Max, e.Current, e.Requested)
 }
 

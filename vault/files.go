@@ -26,6 +26,14 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	return t.checkQuotaUnique(addBytes, addBytes, addEntries, oldFileSize, fileSize)
+}
+
+// checkQuotaUnique is checkQuota for a change that adds addUnique bytes
+// of new content at most (a copy adds none): what max_size_mb counts in
+// QuotaUnique mode. Unique bytes never exceed logical ones, so the walk
+// that counts them runs only when the logical size is over the limit.
+func (t *Tx) checkQuotaUnique(addBytes, addUnique, addEntries, oldFileSize, fileSize int64) error {
 	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
 		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
 	}
@@ -36,8 +44,34 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
-	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
-		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
+	// Past the limit in logical bytes (unique ones cannot be over it
+	// otherwise): a logical quota refuses growth; a unique one counts.
+	if q.MaxSizeMB != nil && (addBytes > 0 || addUnique > 0) && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
+		mode, err := t.quotaMode()
+		if err != nil {
+			return err
+		}
+		switch {
+		case mode != QuotaUnique:
+			// No growth is allowed even over a lowered limit.
+			if addBytes > 0 {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
+			}
+		case addUnique > 0:
+			limit := *q.MaxSizeMB << 20
+			u, ok := t.uniqueBound()
+			if !ok || addUnique > limit-u {
+				// The bound is not enough: count exactly.
+				if u, err = t.storedBytes(); err != nil {
+					return err
+				}
+			}
+			if addUnique > limit-u {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: u, Requested: u + addUnique, Mode: QuotaUnique}
+			}
+			ub := u + addUnique
+			t.uniq = &ub
+		}
 	}
 	used := t.v.files + t.v.dirs
 	if q.MaxFiles != nil && addEntries > 0 && addEntries > *q.MaxFiles-used {
@@ -101,7 +135,11 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 	if n.kind == KindFile {
 		addBytes = n.size
 	}
-	if err := t.checkQuota(addBytes, 1, 0, addBytes); err != nil {
+	addUnique := addBytes
+	if t.copying {
+		addUnique = 0 // a copy shares its source's chunks
+	}
+	if err := t.checkQuotaUnique(addBytes, addUnique, 1, 0, addBytes); err != nil {
 		return nil, pathErr(op, p, err)
 	}
 	if err := t.makeWritable(parent, pcomps); err != nil {
@@ -251,7 +289,7 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 	}
 	newSize := size(n.size)
 	chain := append(parent, n)
-	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
+	err = t.changeFile(op, clean, chain, comps, newSize, newSize, func(n *node) error {
 		if o.Mode != 0 {
 			n.mode = ModeBits(o.Mode)
 		}
@@ -268,10 +306,11 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 }
 
 // changeFile applies fn to the file at the end of chain after checking that
-// its new size fits the quota, then stores it.
-func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int64, fn func(n *node) error) error {
+// its new size, and at most newContent bytes of new content (what the
+// unique quota mode counts), fit the quota, then stores it.
+func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize, newContent int64, fn func(n *node) error) error {
 	n := chain[len(chain)-1]
-	if err := t.checkQuota(newSize-n.size, 0, n.size, newSize); err != nil {
+	if err := t.checkQuotaUnique(newSize-n.size, newContent, 0, n.size, newSize); err != nil {
 		return pathErr(op, p, err)
 	}
 	if err := t.makeWritable(chain, comps); err != nil {
@@ -319,7 +358,12 @@ func (t *Tx) WriteAt(p string, off int64, data []byte) (WriteResult, error) {
 	}
 	size := max(chain[len(chain)-1].size, off+int64(len(data)))
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
+	// New content: the chunks the data touches.
+	var touched int64
+	if len(data) > 0 {
+		touched = min(size, ((off+int64(len(data))-1)/ChunkSize-off/ChunkSize+1)*ChunkSize)
+	}
+	if err := t.changeFile(op, clean, chain, comps, size, touched, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
 		return WriteResult{}, err
 	}
 	t.audit("file.write", clean, map[string]any{"size": size, "offset": off, "length": len(data)})
@@ -337,7 +381,8 @@ func (t *Tx) Truncate(p string, size int64) error {
 		return err
 	}
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
+	// New content: at most the last chunk, cut or padded (a hole is free).
+	if err := t.changeFile(op, clean, chain, comps, size, min(size, ChunkSize), func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
 		return err
 	}
 	t.audit("file.truncate", clean, map[string]any{"size": size})
@@ -694,10 +739,14 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 	if err != nil {
 		return err
 	}
-	if err := t.checkQuota(bytes, entries, 0, largest); err != nil {
+	// A copy shares its source's chunks: it adds no unique bytes.
+	if err := t.checkQuotaUnique(bytes, 0, entries, 0, largest); err != nil {
 		return pathErr(op, dclean, err)
 	}
-	if err := t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname); err != nil {
+	t.copying = true
+	err = t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname)
+	t.copying = false
+	if err != nil {
 		return err
 	}
 	t.audit("copy", sclean, map[string]any{"to": dclean})

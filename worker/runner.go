@@ -44,7 +44,12 @@ type Config struct {
 	// RunsDir keeps the records and logs of background runs (runs.go);
 	// "" serves no run.* ops.
 	RunsDir string
-	MaxRuns int // concurrent background runs per vault; default DefaultMaxRuns
+	// CacheDir holds a Go build cache per namespace (CacheDir/<ns>/go-build,
+	// every command's GOCACHE): a cache shared by tenants would let one
+	// read another's build outputs and plant entries its builds use.
+	// "" keeps the host's GOCACHE.
+	CacheDir string
+	MaxRuns  int // concurrent background runs per vault; default DefaultMaxRuns
 }
 
 // Runner runs commands in vaults.
@@ -244,8 +249,10 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	case env.Decision.Network:
 		grantedBy = "rule"
 	}
-	cmdEnv := r.environ(root, a.Env)
-	plan := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	cmdEnv := r.environ(req.Namespace, root, a.Env)
+	// The directories a sandbox shows come from the worker's environment
+	// only: an agent's --env GOCACHE=<the worker's home> must not bind it.
+	plan := r.sbox.plan(req.Namespace, req.Vault, root, r.environ(req.Namespace, root, nil), grantedBy)
 	details["sandbox"] = plan.info.Mode
 	if env.Decision.RequireSandbox && plan.sb == nil {
 		env.Decision.Action = string(policy.Deny)
@@ -294,15 +301,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		r.m.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.Bool("auto", true)))
 		env.Checkpoint = &name
 	}
-	before := ""
-	if env.Checkpoint != nil {
-		before = *env.Checkpoint
-	} else {
-		if before, err = v.Snapshot(ctx); err != nil {
-			return env, err
-		}
-		defer v.DropSnapshot(context.WithoutCancel(ctx), before)
+	// The change summary compares with a hidden snapshot even when an
+	// auto-checkpoint was taken: retention may prune that checkpoint
+	// while the command runs (another exec of the vault saving one).
+	before, err := v.Snapshot(ctx)
+	if err != nil {
+		return env, err
 	}
+	defer v.DropSnapshot(context.WithoutCancel(ctx), before)
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
@@ -399,10 +405,11 @@ func (r *Runner) stored(ctx context.Context, k vault.RequestKey) (messages.Envel
 	return env, true, nil
 }
 
-// environ is the command's environment: allow-listed host variables,
-// HOME inside the vault, the host's toolchain homes (so rustup, cargo and
-// go find their toolchains and caches although HOME moved), then --env.
-func (r *Runner) environ(root string, set map[string]string) []string {
+// environ is the environment of a command in namespace ns: allow-listed
+// host variables, HOME inside the vault, the host's toolchain homes (so
+// rustup, cargo and go find their toolchains and caches although HOME
+// moved), the namespace's own Go build cache (Config.CacheDir), then --env.
+func (r *Runner) environ(ns, root string, set map[string]string) []string {
 	host := os.Environ()
 	over := map[string]string{"HOME": root}
 	if h, err := os.UserHomeDir(); err == nil {
@@ -418,6 +425,14 @@ func (r *Runner) environ(root string, set map[string]string) []string {
 				over[k] = val
 			}
 		}
+	}
+	if r.cfg.CacheDir != "" {
+		// It must exist: a sandbox shows only paths that do.
+		c := filepath.Join(r.cfg.CacheDir, ns, "go-build")
+		if err := os.MkdirAll(c, 0o700); err != nil {
+			r.log.Warn("go build cache", "dir", c, "err", err)
+		}
+		over["GOCACHE"] = c
 	}
 	for k, val := range set {
 		over[k] = val

@@ -127,8 +127,9 @@ func (s *sandboxes) vault(ns, name string) VaultSandbox {
 }
 
 // plan decides how a command in ns/name runs. workspace is the vault's
-// mount, env the command's environment (its toolchain variables name the
-// directories to bind); grantedBy is "rule" or "approval" when the policy
+// mount, env the worker's environment for the command, without what the
+// request sets (its toolchain variables name the directories to bind);
+// grantedBy is "rule" or "approval" when the policy
 // grants the network, else "".
 func (s *sandboxes) plan(ns, name, workspace string, env []string, grantedBy string) sandboxPlan {
 	v := s.vault(ns, name)

@@ -185,3 +185,39 @@ func TestSandboxFallback(t *testing.T) {
 		}
 	}
 }
+
+// A request's environment names no directory for the sandbox to show:
+// --env GOCACHE or GOPATH naming a host path binds nothing (it bound that
+// path, writable for GOCACHE, before). The namespace's own Go build cache
+// is the command's GOCACHE, writable, kept under Config.CacheDir.
+func TestEnvBindsNothingAndBuildCacheIsPerNamespace(t *testing.T) {
+	secret := filepath.Join("/root", fmt.Sprintf(".avfs-worker-env-secret-%d", os.Getpid()))
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(secret) })
+	cache := filepath.Join(t.TempDir(), "cache")
+	f := newFixture(t, Config{CacheDir: cache})
+	f.do(messages.OpVaultCreate, "s", messages.VaultCreateArgs{}, nil)
+	f.write("s", "/probe.sh", "cat "+secret+"\necho x > "+secret+"\nprintf %s \"$GOCACHE\"\n")
+	for _, k := range []string{"GOCACHE", "GOPATH", "GOMODCACHE", "CARGO_HOME"} {
+		env := f.exec("s", messages.ExecArgs{Argv: []string{"sh", "probe.sh"}, Env: map[string]string{k: "/root"}})
+		if strings.Contains(env.Stdout, "host secret") || !strings.Contains(env.Stderr, secret+": No such file") {
+			t.Errorf("--env %s=/root: stdout %q, stderr %q, want the secret unseen", k, env.Stdout, env.Stderr)
+		}
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "host secret\n" {
+		t.Fatalf("the host file after the probes: %q %v", b, err)
+	}
+	want := filepath.Join(cache, "default", "go-build")
+	env := f.exec("s", messages.ExecArgs{Shell: `printf %s "$GOCACHE" && echo built > "$GOCACHE/entry"`})
+	if env.Stdout != want || env.ExitCode == nil || *env.ExitCode != 0 {
+		t.Fatalf("GOCACHE %q (exit %v, %s), want %s, writable", env.Stdout, env.ExitCode, env.Stderr, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(want, "entry")); err != nil || string(b) != "built\n" {
+		t.Fatalf("the cache entry on the host: %q %v", b, err)
+	}
+	if fi, err := os.Stat(want); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("cache directory: %v %v, want 0700", fi.Mode(), err)
+	}
+}

@@ -45,7 +45,7 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error,
 	r := NewRunner(h.Store(), pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
 		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(), Meter: h.Meter(), Sandbox: sb,
-		RunsDir: filepath.Join(c.Home, "runs"), MaxRuns: c.Exec.MaxRuns,
+		RunsDir: filepath.Join(c.Home, "runs"), MaxRuns: c.Exec.MaxRuns, CacheDir: filepath.Join(c.Home, "cache"),
 	}, log)
 	r.Register(h)
 	unobserve, err := observeMounts(h.Meter(), mounts)

@@ -129,6 +129,21 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		}
 		return nil, noFiles
 	}, "quota set")
+	args(func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		switch {
+		case len(args) == 0:
+			return []string{"auto_keep", "auto_max_age", "quota_mode", "ttl"}, noFiles
+		case len(args) == 1 && args[0] == "quota_mode":
+			return []string{"logical", "unique", "default"}, noFiles
+		case len(args) == 1 && args[0] == "ttl":
+			return []string{"none"}, noFiles
+		case len(args) == 1:
+			return []string{"default"}, noFiles
+		}
+		return nil, noFiles
+	}, "vault set")
+	args(nth(0, a.completeVaults), "vault settings")
+	args(none, "stats", "compact", "maintain", "audit clear")
 	args(func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	}, "mount", "unmount")

@@ -36,6 +36,9 @@ func (a *app) checkConfig() error {
 	if _, err := worker.PolicyFrom(a.cfg); err != nil {
 		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
+	if err := storeOptions(a.cfg).Defaults.Validate(); err != nil {
+		return &usageError{fmt.Sprintf("config %s: checkpoints or quota: %v", a.viper.ConfigFileUsed(), err), hint}
+	}
 	if _, err := logLevel(a.cfg.LogLevel); err != nil {
 		return &usageError{err.Error(), "--log-level, AVFS_LOG_LEVEL or log_level in the config file"}
 	}

@@ -33,6 +33,9 @@ var docResultTypes = map[string]any{
 	"policy check": messages.PolicyCheckResult{}, "policy show": policyDoc{},
 	"serve": serveDoc{}, "fleet status": messages.FleetStatus{}, "fleet dlq list": messages.DeadLetters{},
 	"version": versionInfo{}, "config show": configDoc{},
+	"vault settings": messages.VaultSettingsResult{}, "vault set": messages.VaultSettingsResult{},
+	"stats": messages.StatsResult{}, "compact": messages.CompactResult{}, "maintain": messages.MaintainResult{},
+	"audit clear": messages.AuditClearResult{}, "gc": gcDoc{},
 	"error": struct {
 		Error errorWithHint `json:"error"`
 	}{},
@@ -41,6 +44,13 @@ var docResultTypes = map[string]any{
 // docNamedTypes are the types docs/cli.md describes field by field
 // ("`VaultInfo`: `name`, ...").
 var docNamedTypes = map[string]any{"VaultInfo": messages.VaultInfo{}, "ChangeSummary": messages.ChangeSummary{}}
+
+// gcDoc is what `avfs gc` prints (a map in gcCmd).
+type gcDoc struct {
+	Freed     messages.GCCounts `json:"freed"`
+	WouldFree messages.GCCounts `json:"would_free"`
+	DryRun    bool              `json:"dry_run"`
+}
 
 // serveDoc is what `avfs serve` prints (a map in serveCmd).
 type serveDoc struct {

@@ -68,6 +68,13 @@ var ops = []opSpec{
 	{messages.OpQuotaGet, nil, typ[messages.QuotaResult]()},
 	{messages.OpQuotaSet, typ[messages.QuotaSetArgs](), typ[messages.QuotaResult]()},
 	{messages.OpAudit, typ[messages.AuditArgs](), typ[messages.AuditResult]()},
+	{messages.OpAuditClear, typ[messages.AuditClearArgs](), typ[messages.AuditClearResult]()},
+
+	{messages.OpVaultSettings, nil, typ[messages.VaultSettingsResult]()},
+	{messages.OpVaultSet, typ[messages.VaultSetArgs](), typ[messages.VaultSettingsResult]()},
+	{messages.OpStats, nil, typ[messages.StatsResult]()},
+	{messages.OpCompact, nil, typ[messages.CompactResult]()},
+	{messages.OpMaintain, nil, typ[messages.MaintainResult]()},
 
 	{messages.OpExec, typ[messages.ExecArgs](), typ[messages.Envelope]()},
 	{messages.OpApprovalList, nil, typ[messages.ApprovalListResult]()},
