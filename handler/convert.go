@@ -42,7 +42,7 @@ func quota(q messages.QuotaArgs) vault.Quota {
 func entry(e vault.Entry) messages.Entry {
 	return messages.Entry{
 		Name: e.Name, Path: e.Path, Type: e.Kind.String(), Size: e.Size,
-		Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target,
+		Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target, Nlink: e.Nlink,
 	}
 }
 

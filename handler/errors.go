@@ -28,6 +28,8 @@ var codes = []struct {
 	{vault.ErrQuota, messages.CodeQuotaExceeded},
 	{vault.ErrConflict, messages.CodeConflict},
 	{vault.ErrReadOnly, messages.CodePermissionDenied},
+	{vault.ErrPermission, messages.CodePermissionDenied},
+	{vault.ErrTooManyLinks, messages.CodeInvalidArgument},
 	{context.DeadlineExceeded, messages.CodeTimeout},
 	{context.Canceled, messages.CodeUnavailable},
 }

@@ -102,6 +102,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpVaultList:         bind(h.vaultList),
 		messages.OpVaultInfo:         bind(h.vaultInfo),
 		messages.OpVaultFork:         bind(h.vaultFork),
+		messages.OpVaultMerge:        bind(h.vaultMerge),
 		messages.OpVaultDelete:       bind(h.vaultDelete),
 		messages.OpVaultExport:       bind(h.vaultExport),
 		messages.OpVaultImport:       bind(h.vaultImport),
@@ -114,6 +115,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpRm:                bind(h.rm),
 		messages.OpMv:                bind(h.mv),
 		messages.OpCp:                bind(h.cp),
+		messages.OpLn:                bind(h.ln),
 		messages.OpReadTree:          bind(h.readTree),
 		messages.OpImportDir:         bind(h.importDir),
 		messages.OpExportDir:         bind(h.exportDir),
@@ -580,6 +582,13 @@ func isNotFound(err error) bool {
 
 func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
 	if err := h.vault(req).Rename(ctx, a.Src, a.Dst, vault.RenameOptions{}, meta(ctx, req)); err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
+}
+
+func (h *Handler) ln(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+	if err := h.vault(req).Link(ctx, a.Src, a.Dst, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil

@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// DecodeWork decodes a request delivered to a worker on a work or direct
-// subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
+// DecodeWork decodes a request delivered to a worker on a work, direct
+// or peer subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
 // subject's namespace, vault and op are authoritative: a body claiming
 // others is PERMISSION_DENIED, so NATS permissions on subjects are what
 // confine an agent. An approval op arrives with its approval's vault in

@@ -131,7 +131,7 @@ type RmArgs struct {
 	Force     bool   `json:"force,omitempty"`
 }
 
-// MoveArgs: file.mv and file.cp.
+// MoveArgs: file.mv, file.cp and file.ln (Src the existing name, Dst the new one).
 type MoveArgs struct {
 	Src       string `json:"src"`
 	Dst       string `json:"dst"`

@@ -236,6 +236,19 @@ func WorkSubject(w, ns, vault string, op Op) string {
 	return strings.Join([]string{SubjectWork, w, ns, vault, string(op)}, ".")
 }
 
+// Peer requests. A worker answers core-NATS requests on
+// avfs.v1.peer.<worker>.<ns>._.<op> from another worker that names it:
+// the body is a Request for OpVaultPush (messages/merge.go), the reply a
+// Reply. Only workers may publish here, since a peer request skips the
+// dispatcher. (Namespace-scoped ops are not fanned out here: the
+// dispatcher answers them from the catalogs.)
+const SubjectPeer = SubjectRoot + ".peer"
+
+// PeerSubject is where a worker asks worker w about namespace ns.
+func PeerSubject(w, ns string, op Op) string {
+	return strings.Join([]string{SubjectPeer, w, ns, NoVault, string(op)}, ".")
+}
+
 // The direct path. A client that knows a vault's owner (from the reply
 // headers below) may send it the vault's requests as core NATS requests on
 // avfs.v1.direct.<worker>.<ns>.<vault>.<op>, skipping the two file-backed

@@ -101,6 +101,9 @@ type Entry struct {
 	Mtime  string `json:"mtime"`
 	Ino    uint64 `json:"ino"`
 	Target string `json:"target,omitempty"`
+	// Nlink is the link count: the names of a file (more than one for a
+	// hard link), 2 plus the subdirectories of a directory.
+	Nlink uint32 `json:"nlink"`
 }
 
 // LsResult: file.ls.
@@ -109,7 +112,7 @@ type LsResult struct {
 	Entries []Entry `json:"entries"`
 }
 
-// PathResult: file.mkdir, file.rm, file.mv, file.cp.
+// PathResult: file.mkdir, file.rm, file.mv, file.cp, file.ln.
 type PathResult struct {
 	Path    string `json:"path"`
 	From    string `json:"from,omitempty"`

@@ -22,6 +22,11 @@ var (
 	ErrQuota             = errors.New("quota exceeded")
 	ErrConflict          = errors.New("conflict")
 	ErrReadOnly          = errors.New("read-only")
+	// ErrPermission is an operation no caller may make, as EPERM: a hard
+	// link to a directory.
+	ErrPermission = errors.New("operation not permitted")
+	// ErrTooManyLinks is a hard link past MaxLinks names of one inode.
+	ErrTooManyLinks = errors.New("too many links")
 )
 
 // PathError records the operation and vault path that failed.

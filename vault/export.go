@@ -68,8 +68,8 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 		stmts := []string{
 			`INSERT INTO ex.meta(key, value) VALUES('format', '` + exportFormat + `')`,
 			`INSERT INTO ex.vaults SELECT * FROM vaults WHERE id=?1`,
-			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`,
-			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`) +
+			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1 AND (substr(name, 1, 1) != '.' OR name = '` + forkPoint + `')`,
+			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND (substr(name, 1, 1) != '.' OR name = '`+forkPoint+`')`) +
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.node_meta SELECT m.* FROM node_meta m WHERE m.node IN (SELECT id FROM ex.nodes)`,

@@ -300,6 +300,13 @@ func (s *Store) fork(ctx context.Context, ns, src, dst string, o ForkOptions, me
 		if err := t.linkHistory(t.v.id, srcID, cut); err != nil {
 			return ForkResult{}, err
 		}
+		// The tree the fork starts from, kept for a three-way merge back
+		// (merge.go): a hidden checkpoint, so GC keeps it and a handoff
+		// carries it.
+		if _, err := t.exec(`INSERT INTO checkpoints(vault, name, root, created_at, message, files, dirs, bytes, next_ino) VALUES(?,?,?,?,?,?,?,?,?)`,
+			t.v.id, forkPoint, root, t.now, "forked from "+srcName, files, dirs, bytes, nextIno); err != nil {
+			return ForkResult{}, fmt.Errorf("fork point: %w", err)
+		}
 		forked := map[string]any{"from": srcName, "checkpoint": checkpoint}
 		if o.TTL > 0 {
 			at := time.Unix(0, t.now).Add(o.TTL).UTC()

@@ -441,7 +441,7 @@ func fileChunks(t testing.TB, v *Vault, p string) []byte {
 	t.Helper()
 	var list []byte
 	err := v.View(context.Background(), func(tx *Tx) error {
-		_, chain, err := tx.fileChain("stat", p)
+		_, chain, _, err := tx.fileChain("stat", p)
 		if err != nil {
 			return err
 		}

@@ -44,12 +44,7 @@ type Config struct {
 	// RunsDir keeps the records and logs of background runs (runs.go);
 	// "" serves no run.* ops.
 	RunsDir string
-	// CacheDir holds a Go build cache per namespace (CacheDir/<ns>/go-build,
-	// every command's GOCACHE): a cache shared by tenants would let one
-	// read another's build outputs and plant entries its builds use.
-	// "" keeps the host's GOCACHE.
-	CacheDir string
-	MaxRuns  int // concurrent background runs per vault; default DefaultMaxRuns
+	MaxRuns int // concurrent background runs per vault; default DefaultMaxRuns
 }
 
 // Runner runs commands in vaults.
@@ -92,6 +87,9 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	}
 	// The mounts of other vaults are never a command's business.
 	cfg.Sandbox.Hide = append(slices.Clone(cfg.Sandbox.Hide), mounts.root)
+	if cfg.Sandbox.CacheDir == "" {
+		cfg.Sandbox.CacheDir = filepath.Join(filepath.Dir(mounts.root), "cache")
+	}
 	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
@@ -215,6 +213,10 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			return env, messages.Errorf(messages.CodeInvalidArgument, "env name %q", k)
 		}
 	}
+	limits, err := r.sbox.commandLimits(req.Namespace, req.Vault, a)
+	if err != nil {
+		return env, err
+	}
 	v := r.store.Vault(req.Namespace, req.Vault)
 	st, err := v.Stat(ctx, env.Cwd)
 	if err != nil {
@@ -249,10 +251,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	case env.Decision.Network:
 		grantedBy = "rule"
 	}
-	cmdEnv := r.environ(req.Namespace, root, a.Env)
+	cmdEnv := r.environ(root, a.Env)
 	// The directories a sandbox shows come from the worker's environment
-	// only: an agent's --env GOCACHE=<the worker's home> must not bind it.
-	plan := r.sbox.plan(req.Namespace, req.Vault, root, r.environ(req.Namespace, root, nil), grantedBy)
+	// only: an agent's --env GOPATH=<another tenant's mount> must not
+	// bind it.
+	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, r.environ(root, nil), grantedBy, limits)
+	if err != nil {
+		return env, err
+	}
 	details["sandbox"] = plan.info.Mode
 	if env.Decision.RequireSandbox && plan.sb == nil {
 		env.Decision.Action = string(policy.Deny)
@@ -312,7 +318,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
-		Env: cmdEnv, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
+		Env: plan.env, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
 	}
 	env.Sandbox = &plan.info
 	if a.Stdin != nil {
@@ -341,6 +347,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.StdoutBytes, env.StderrBytes = res.StdoutBytes, res.StderrBytes
 	env.StdoutTruncated, env.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	env.Sandbox.Limit = res.Limit
+	for _, rf := range res.Refused {
+		env.Sandbox.Refused = append(env.Sandbox.Refused, messages.SandboxRefusal{Kind: rf.Kind, Call: rf.Call, Target: rf.Target, Count: rf.Count})
+	}
 	switch {
 	case runErr != nil:
 		env.Status, env.Error = messages.StatusFailedToStart, runErr.Error()
@@ -370,6 +379,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	details["status"], details["exit_code"], details["checkpoint"] = env.Status, env.ExitCode, env.Checkpoint
 	details["added"], details["modified"], details["deleted"] = len(ch.Added), len(ch.Modified), len(ch.Deleted)
 	details["network"], details["limit"] = plan.info.Network, res.Limit
+	if len(env.Sandbox.Refused) > 0 {
+		details["refused"] = env.Sandbox.Refused
+	}
 	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
 	if req.RequestID != "" && env.Status != messages.StatusCanceled {
 		b, _ := json.Marshal(env)
@@ -405,11 +417,11 @@ func (r *Runner) stored(ctx context.Context, k vault.RequestKey) (messages.Envel
 	return env, true, nil
 }
 
-// environ is the environment of a command in namespace ns: allow-listed
-// host variables, HOME inside the vault, the host's toolchain homes (so
-// rustup, cargo and go find their toolchains and caches although HOME
-// moved), the namespace's own Go build cache (Config.CacheDir), then --env.
-func (r *Runner) environ(ns, root string, set map[string]string) []string {
+// environ is the environment of a command: allow-listed host variables,
+// HOME inside the vault, the host's toolchain homes (so rustup, cargo and
+// go find their toolchains and caches although HOME moved), then --env.
+// A sandbox replaces GOCACHE with the namespace's own (namespaceCaches).
+func (r *Runner) environ(root string, set map[string]string) []string {
 	host := os.Environ()
 	over := map[string]string{"HOME": root}
 	if h, err := os.UserHomeDir(); err == nil {
@@ -425,14 +437,6 @@ func (r *Runner) environ(ns, root string, set map[string]string) []string {
 				over[k] = val
 			}
 		}
-	}
-	if r.cfg.CacheDir != "" {
-		// It must exist: a sandbox shows only paths that do.
-		c := filepath.Join(r.cfg.CacheDir, ns, "go-build")
-		if err := os.MkdirAll(c, 0o700); err != nil {
-			r.log.Warn("go build cache", "dir", c, "err", err)
-		}
-		over["GOCACHE"] = c
 	}
 	for k, val := range set {
 		over[k] = val

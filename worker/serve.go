@@ -77,6 +77,7 @@ type Server struct {
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
 	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
+	pr       *peers        // vault.push between workers, for merges (peers.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -120,9 +121,11 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.cat = newCatalog(s)
+	s.pr = newPeers(s)
 	// Expired vaults are deleted through the fleet (sweepExpired), never
 	// behind its back by maint.run.
 	s.h.SweepOwned(nil)
+	handler.Register(s.h, messages.OpVaultMerge, s.mergeOp) // a fork may be on another worker (merge.go)
 	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
@@ -185,6 +188,10 @@ func (s *Server) Run(ctx context.Context) error {
 		cc.Stop()
 		return fmt.Errorf("micro endpoint: %w", err)
 	}
+	if err := s.pr.endpoint(svc); err != nil {
+		cc.Stop()
+		return fmt.Errorf("peer endpoint: %w", err)
+	}
 	if unobserve, err := s.observeQueue(); err != nil {
 		s.log.Warn("queue metrics", "err", err)
 	} else {
@@ -238,7 +245,8 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			close(s.stop)
 			s.wg.Wait()
-			s.h.Stop()   // end the background runs, so drain pushes their changes
+			s.h.Stop() // end the background runs, so drain pushes their changes
+			s.pr.close()
 			s.ho.drain() // push what changed since each vault's last push
 			close(beating)
 			<-beat // no heartbeat may land after the release

@@ -45,7 +45,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 		log.Info("expired vaults deleted", "vaults", gone)
 	}
 	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := worker.Wire(c, h, log)
+	cl, err := worker.Wire(c, h, log, false)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("set up handler: %w", err)

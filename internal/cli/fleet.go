@@ -154,7 +154,7 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 	}
 	defer st.Close()
 	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter})
-	cleanup, err := worker.Wire(a.cfg, h, a.log)
+	cleanup, err := worker.Wire(a.cfg, h, a.log, true)
 	if err != nil {
 		return err
 	}

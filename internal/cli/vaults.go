@@ -152,7 +152,7 @@ func (a *app) vaultCmd() *cobra.Command {
 			return call[messages.TransferResult](a, cmd, messages.OpVaultImport, args[1], messages.VaultTransferArgs{File: file})
 		},
 	}
-	c.AddCommand(create, list, info, use, fork, del, export, imp)
+	c.AddCommand(create, list, info, use, fork, a.vaultMergeCmd(), del, export, imp)
 	c.AddCommand(a.vaultSettingsCmds()...)
 	return c
 }
