@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/dispatcher"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -89,27 +91,21 @@ func detachMountsUnder(dir string) {
 func (f *fleet) waitMembers(ids ...string) {
 	f.t.Helper()
 	js, _ := jetstream.New(f.conn())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(f.t, 30*time.Second, fmt.Sprintf("workers %v joined", ids), func() (bool, error) {
 		st, err := dispatcher.Status(context.Background(), js)
+		if err != nil {
+			return false, err
+		}
 		found := 0
-		if err == nil {
-			for _, w := range st.Workers {
-				for _, id := range ids {
-					if w.ID == id {
-						found++
-					}
+		for _, w := range st.Workers {
+			for _, id := range ids {
+				if w.ID == id {
+					found++
 				}
 			}
 		}
-		if found == len(ids) {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("workers %v never joined", ids)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return found == len(ids), fmt.Errorf("members %+v", st.Workers)
+	})
 }
 
 // runningExecs asks a worker's status endpoint how many requests it runs.

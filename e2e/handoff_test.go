@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -261,13 +262,17 @@ func TestChangeThatOutlivesItsOwnershipIsNotAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	old, rev := ownerRecord(t, kv, "default", "mv")
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(ctx, "default", "mv", messages.ExecArgs{Shell: "sleep 2; echo x > f"})
+		_, err := c.Exec(ctx, "default", "mv", messages.ExecArgs{Shell: "sleep 3; echo x > f"})
 		done <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
-	old, rev := ownerRecord(t, kv, "default", "mv")
+	// Moved once the exec runs there (its owner check is behind it).
+	poll.Until(t, 30*time.Second, "the exec running on "+old.Worker, func() (bool, error) {
+		n := f.runningExecs(old.Worker)
+		return n >= 1, fmt.Errorf("%d requests running", n)
+	})
 	next := map[string]string{"w1": "w2", "w2": "w1"}[old.Worker]
 	b, _ := json.Marshal(messages.Owner{Worker: next, Epoch: old.Epoch + 1})
 	if _, err := kv.Update(ctx, "default.mv", b, rev); err != nil {
