@@ -74,6 +74,51 @@ func (f *fleet) startWorkerProcess(home, id string) *exec.Cmd {
 	return cmd
 }
 
+// killWorker kills a worker process started by startWorkerProcess with
+// SIGKILL and reaps it. A thread of the worker caught in a request to
+// one of its own mounts (one the dead server had already read) keeps the
+// process a zombie until that FUSE connection is aborted, as an operator
+// would with /sys/fs/fuse/connections: so if it has not gone after 10 s,
+// its mounts' connections are aborted.
+func killWorker(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGKILL)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	for i, a := range cmd.Args {
+		if a == "--home" && i+1 < len(cmd.Args) {
+			t.Logf("worker %d still not reaped 10 s after SIGKILL: aborting its FUSE connections", cmd.Process.Pid)
+			abortMountsUnder(cmd.Args[i+1])
+		}
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker %d not reaped 40 s after SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// abortMountsUnder aborts the FUSE connection of every mount below dir.
+func abortMountsUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			if _, minor, ok := strings.Cut(fields[2], ":"); ok {
+				os.WriteFile("/sys/fs/fuse/connections/"+minor+"/abort", []byte("1"), 0o200)
+			}
+		}
+	}
+}
+
 // detachMountsUnder lazily unmounts every mount below dir.
 func detachMountsUnder(dir string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -158,8 +203,7 @@ func TestWorkerKilledMidExec(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	killed := time.Now()
-	procs[owner].Process.Signal(syscall.SIGKILL)
-	procs[owner].Wait()
+	killWorker(t, procs[owner])
 
 	var cat messages.CatResult
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -54,8 +54,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	w2 := f.startWorkerProcess(t.TempDir(), "m2")
 	f.waitMembers("m2")
 	killed := time.Now()
-	w1.Process.Signal(syscall.SIGKILL)
-	w1.Wait()
+	killWorker(t, w1)
 
 	var cat messages.CatResult
 	if err := call(messages.OpCat, messages.PathArgs{Path: "/a.txt"}, &cat); err != nil {
@@ -101,8 +100,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	}
 	f.startWorkerProcess(home1, "m1")
 	f.waitMembers("m1")
-	w2.Process.Signal(syscall.SIGKILL)
-	w2.Wait()
+	killWorker(t, w2)
 	must(call(messages.OpCat, messages.PathArgs{Path: "/d.txt"}, &cat))
 	if *cat.Content != "on m2" {
 		t.Fatalf("/d.txt after m1 took the vault back: %q", *cat.Content)
@@ -229,8 +227,7 @@ func TestPausedWorkerComesBack(t *testing.T) {
 	must(call("pv", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c3"}, nil))
 	waitPushed(t, js, "default", "pv", "c3")
 
-	p2.Process.Signal(syscall.SIGKILL)
-	p2.Wait()
+	killWorker(t, p2)
 	catInMount("two")
 	var cat messages.CatResult
 	must(call("pv", messages.OpCat, messages.PathArgs{Path: "/b.txt"}, &cat))
