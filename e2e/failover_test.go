@@ -103,33 +103,36 @@ func killWorker(t testing.TB, cmd *exec.Cmd) {
 	}
 }
 
-// abortMountsUnder aborts the FUSE connection of every mount below dir.
-func abortMountsUnder(dir string) {
+// mountsUnder lists the mounts below dir as mountinfo's fields.
+func mountsUnder(dir string) [][]string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return nil
 	}
+	var out [][]string
 	for _, line := range strings.Split(string(b), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			if _, minor, ok := strings.Cut(fields[2], ":"); ok {
-				os.WriteFile("/sys/fs/fuse/connections/"+minor+"/abort", []byte("1"), 0o200)
-			}
+			out = append(out, fields)
+		}
+	}
+	return out
+}
+
+// abortMountsUnder aborts the FUSE connection of every mount below dir
+// (named by the mount's device minor number).
+func abortMountsUnder(dir string) {
+	for _, fields := range mountsUnder(dir) {
+		if _, minor, ok := strings.Cut(fields[2], ":"); ok {
+			os.WriteFile("/sys/fs/fuse/connections/"+minor+"/abort", []byte("1"), 0o200)
 		}
 	}
 }
 
 // detachMountsUnder lazily unmounts every mount below dir.
 func detachMountsUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			syscall.Unmount(fields[4], syscall.MNT_DETACH)
-		}
+	for _, fields := range mountsUnder(dir) {
+		syscall.Unmount(fields[4], syscall.MNT_DETACH)
 	}
 }
 
