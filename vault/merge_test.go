@@ -489,3 +489,26 @@ func TestMergeModel(t *testing.T) {
 		}
 	})
 }
+
+// The fork point is hidden: a user's checkpoint delete or restore must
+// not reach it (delete would make the fork unmergeable for good).
+func TestMergeForkPointHidden(t *testing.T) {
+	ctx := context.Background()
+	_, base, fork := mergeSetup(t, map[string]string{"/a": "one\n"}, nil, put("/a", "two\n"))
+	cs, err := fork.Checkpoints(ctx)
+	must(t, err)
+	for _, c := range cs {
+		if c.Name == forkPoint {
+			t.Errorf("checkpoint list shows %s", forkPoint)
+		}
+	}
+	if _, err := fork.RestoreCheckpoint(ctx, forkPoint, Meta{}); err == nil {
+		t.Errorf("restore %s succeeded", forkPoint)
+	}
+	if err := fork.DeleteCheckpoint(ctx, forkPoint, Meta{}); err == nil {
+		t.Errorf("delete %s succeeded", forkPoint)
+	}
+	if _, err := base.Merge(ctx, "fork", MergeOptions{}, Meta{}); err != nil {
+		t.Fatalf("merge after a user's restore/delete of %s: %v", forkPoint, err)
+	}
+}
