@@ -546,3 +546,43 @@ func TestZygoteReplacedWhenDead(t *testing.T) {
 		t.Fatalf("run after Close: %q %q", res.Stdout, res.Stderr)
 	}
 }
+
+// A kept init killed from the host while a command runs in it: the run
+// ends (no hang) with a status that says it was killed.
+func TestZygoteKilledMidRun(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	type out struct {
+		res exec.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := exec.Run(context.Background(), exec.Spec{
+			Shell: "setsid sleep 300 </dev/null & echo x; touch started; sleep 300",
+			Dir:   ws, Env: hostEnv(), Sandbox: sb, Timeout: 5 * time.Minute})
+		done <- out{res, err}
+	}()
+	checkFor(t, 30*time.Second, func() error {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err
+	})
+	inits := keptInits()
+	if len(inits) != 1 {
+		t.Fatalf("kept inits %v, want one", inits)
+	}
+	unix.Kill(inits[0], unix.SIGKILL)
+	select {
+	case o := <-done:
+		if o.err != nil || o.res.ExitCode != nil || o.res.Signal != "SIGKILL" || string(o.res.Stdout) != "x\n" {
+			t.Fatalf("run whose init was killed: err %v, exit %s, signal %q, stdout %q; want killed, its output kept", o.err, exitCode(o.res), o.res.Signal, o.res.Stdout)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the run did not end within 60 s of its kept init being killed")
+	}
+	if res := run(t, exec.Spec{Shell: "echo two", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "two\n" {
+		t.Fatalf("run after: %q %q", res.Stdout, res.Stderr)
+	}
+}

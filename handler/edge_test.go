@@ -85,3 +85,26 @@ func TestRequestIDReuse(t *testing.T) {
 		t.Fatalf("team-a reads %s, team-b %s", a, b)
 	}
 }
+
+// TestVaultDeleteIfExpired: the expiry sweep's delete (if_expired) is
+// CONFLICT and deletes nothing when the vault has no expiry (any more):
+// the fleet's sweep sends it behind the user's requests, which may have
+// cleared the TTL or made the name again.
+func TestVaultDeleteIfExpired(t *testing.T) {
+	ctx := context.Background()
+	h := newHandler(t)
+	if rep := h.Handle(ctx, messages.Request{Op: messages.OpVaultCreate, Namespace: "default", Vault: "v"}); rep.Error != nil {
+		t.Fatal(rep.Error)
+	}
+	del := messages.Request{Op: messages.OpVaultDelete, Namespace: "default", Vault: "v", Args: []byte(`{"if_expired":true}`), RequestID: "expire-1"}
+	if c := code(h.Handle(ctx, del)); c != messages.CodeConflict {
+		t.Fatalf("delete if expired of a vault without expiry: %q, want CONFLICT", c)
+	}
+	if rep := h.Handle(ctx, messages.Request{Op: messages.OpVaultInfo, Namespace: "default", Vault: "v"}); rep.Error != nil {
+		t.Fatalf("vault gone after a refused delete: %v", rep.Error)
+	}
+	del.Args, del.RequestID = nil, "plain"
+	if rep := h.Handle(ctx, del); rep.Error != nil {
+		t.Fatalf("plain delete: %v", rep.Error)
+	}
+}

@@ -314,8 +314,12 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	return messages.ForkResult{Vault: h.info(res.Info), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
 }
 
-func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
-	if err := h.store.Delete(ctx, req.Namespace, req.Vault, meta(ctx, req)); err != nil {
+func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, a messages.VaultDeleteArgs) (any, error) {
+	del := h.store.Delete
+	if a.IfExpired {
+		del = h.store.DeleteExpired
+	}
+	if err := del(ctx, req.Namespace, req.Vault, meta(ctx, req)); err != nil {
 		return nil, err
 	}
 	return messages.DeletedResult{Deleted: req.Vault}, nil

@@ -42,6 +42,13 @@ type ForkResult struct {
 	DurationMS float64   `json:"duration_ms"`
 }
 
+// VaultDeleteArgs: vault.delete. IfExpired deletes the vault only if its
+// expiry (a fork's TTL) has passed, checked in the delete's transaction;
+// else CONFLICT and nothing changes. The owner's expiry sweep sets it.
+type VaultDeleteArgs struct {
+	IfExpired bool `json:"if_expired,omitempty"`
+}
+
 // DeletedResult: vault.delete, checkpoint.delete.
 type DeletedResult struct {
 	Deleted string `json:"deleted"`

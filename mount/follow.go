@@ -164,8 +164,13 @@ func (m *Mount) catchUp(ctx context.Context) error {
 func changesTree(action string) bool {
 	switch action {
 	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set",
-		"checkpoint.prune", "vault.set", "audit.clear":
+		"checkpoint.prune", "vault.set":
 		return false
+	case "audit.clear":
+		// It may have deleted events this mount had not read yet (one
+		// that fell behind by more than vault.AuditGrace): its path, "/",
+		// reconciles the whole tree.
+		return true
 	}
 	return !strings.HasPrefix(action, "exec.") && !strings.HasPrefix(action, "approval.")
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -333,4 +334,42 @@ func TestRefreshIsImmediate(t *testing.T) {
 		t.Fatalf("after Refresh: %q, %v", got, err)
 	}
 	wantErrno(t, "stat missing", func() error { _, err := os.Stat(filepath.Join(m.Dir(), "y")); return err }(), syscall.ENOENT)
+}
+
+// An audit clear removes events a following mount has not read yet: the
+// mount must still see the change they stood for.
+func TestAuditClearKeepsFollowersRight(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	v, _ := storeVault(t, vault.Quota{}, vault.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if _, err := v.WriteFile(ctx, "/x/a", []byte("one"), vault.WriteOptions{Parents: true}, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	m := mountVault(t, v, Options{Poll: -1})
+	dir := filepath.Join(m.Dir(), "x")
+	if got, err := names(dir); err != nil || !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("ls x: %q %v", got, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "one" {
+		t.Fatalf("read: %q %v", b, err)
+	}
+	// Another writer changes the tree; the events of all but its last
+	// change are cleared before the mount reads the log.
+	for _, p := range []string{"/x/c", "/y"} {
+		if _, err := v.WriteFile(ctx, p, []byte("new"), vault.WriteOptions{}, vault.Meta{Actor: "other"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now.Add(int64(2 * time.Minute))
+	n, err := v.AuditClear(ctx, time.Unix(0, now.Load()), false, vault.Meta{})
+	if err != nil || n == 0 {
+		t.Fatalf("audit clear: %d, %v", n, err)
+	}
+	if err := m.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := names(dir); err != nil || !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("ls x through the mount after a foreign write and an audit clear: %q %v, want [a c]", got, err)
+	}
 }

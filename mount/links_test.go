@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,5 +189,37 @@ func TestTmpfile(t *testing.T) {
 	syncMount(t, m)
 	if list, err := v.ReadDir(context.Background(), "/"); err != nil || len(list) != 1 {
 		t.Fatalf("vault root after an unlinked O_TMPFILE: %+v, %v", list, err)
+	}
+}
+
+// TestTmpfileBounded: an unnamed file lives in memory, so linkat refuses
+// one past maxOrphan (ENOSPC) however it got its size: ftruncate or a
+// write far out cost nothing while holes, but the link would allocate
+// the whole size (a command could make the mount allocate gigabytes).
+func TestTmpfileBounded(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{})
+	dir := m.Dir()
+	for i, grow := range []func(fd int) error{
+		func(fd int) error { return unix.Ftruncate(fd, maxOrphan+1) },
+		func(fd int) error { _, err := unix.Pwrite(fd, []byte("x"), maxOrphan); return err },
+	} {
+		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o640)
+		if err != nil {
+			t.Fatalf("open O_TMPFILE: %v", err)
+		}
+		if err := grow(fd); err != nil {
+			t.Fatalf("case %d: grow the unnamed file: %v", i, err)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("big%d", i))
+		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW)
+		unix.Close(fd)
+		if !errors.Is(err, unix.ENOSPC) {
+			t.Errorf("case %d: linkat of an unnamed file past %d bytes: %v, want ENOSPC", i, maxOrphan, err)
+		}
+	}
+	syncMount(t, m)
+	if list, err := v.ReadDir(context.Background(), "/"); err != nil || len(list) != 0 {
+		t.Fatalf("vault root after refused links: %+v, %v", list, err)
 	}
 }

@@ -520,6 +520,12 @@ func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entr
 	}
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
+	if fd.size > maxOrphan {
+		// Its content is made whole in memory here: a size set by
+		// ftruncate or a write far out (holes cost nothing until now)
+		// must not make the mount allocate it.
+		return nil, syscall.ENOSPC
+	}
 	data := make([]byte, fd.size)
 	if _, err := fd.read(data, 0, func(buf []byte, _ int64) (int, error) { clear(buf); return len(buf), nil }); err != nil {
 		return nil, m.errno("link", "", err)

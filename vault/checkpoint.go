@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,17 @@ func (t *Tx) checkpoint(name string) (Checkpoint, error) {
 		return c, fmt.Errorf("checkpoint %q: %w", name, ErrCheckpointMissing)
 	}
 	return c, mapSQLErr(err)
+}
+
+// userCheckpoint is checkpoint for a name a user gave: the hidden ones
+// (a fork's fork point, a run's snapshot), whose names ValidCheckpointName
+// refuses, do not exist for restore or delete, or a user could drop the
+// fork point a merge needs.
+func (t *Tx) userCheckpoint(name string) (Checkpoint, error) {
+	if strings.HasPrefix(name, ".") {
+		return Checkpoint{}, fmt.Errorf("checkpoint %q: %w", name, ErrCheckpointMissing)
+	}
+	return t.checkpoint(name)
 }
 
 // SaveCheckpoint records the current tree under name. It copies nothing:
@@ -83,7 +95,7 @@ type RestoreResult struct {
 // only the discarded tree used are deleted at once; content chunks are left
 // to GC.
 func (t *Tx) RestoreCheckpoint(name string) (RestoreResult, error) {
-	c, err := t.checkpoint(name)
+	c, err := t.userCheckpoint(name)
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -127,7 +139,7 @@ func (t *Tx) Checkpoints() ([]Checkpoint, error) {
 // DeleteCheckpoint forgets a checkpoint. Its content is freed by the next
 // GC unless the live tree, another checkpoint or a fork still uses it.
 func (t *Tx) DeleteCheckpoint(name string) error {
-	if _, err := t.checkpoint(name); err != nil {
+	if _, err := t.userCheckpoint(name); err != nil {
 		return err
 	}
 	if _, err := t.exec(`DELETE FROM checkpoints WHERE vault=? AND name=?`, t.v.id, name); err != nil {

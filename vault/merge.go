@@ -202,6 +202,10 @@ type mergeOp struct {
 	// mode is the mode bits the entry ends with (a text merge, or a
 	// mode-only change when src is nil and hasData false).
 	mode uint32
+	// inode, if set, names the target's hard-linked inode the change is
+	// to (path is one of its names): a new content changes it in place,
+	// for every name.
+	inode string
 }
 
 type merger struct {
@@ -210,6 +214,10 @@ type merger struct {
 	ops       []mergeOp
 	conflicts []MergeConflict
 	merged    []string
+	// links are the hidden directories of hard-linked inodes (links.go)
+	// of the fork point, the target and the fork; 0: none.
+	links    [3]int64
+	forkRoot int64
 }
 
 func (t *Tx) merge(fork string, o MergeOptions) (MergeResult, error) {
@@ -229,7 +237,7 @@ func (t *Tx) merge(fork string, o MergeOptions) (MergeResult, error) {
 		return res, mapSQLErr(err)
 	}
 	res.ForkPoint = time.Unix(0, pointAt).UTC()
-	m := &merger{t: t, o: o}
+	m := &merger{t: t, o: o, forkRoot: forkRoot}
 	var roots [3]*node
 	for i, id := range []int64{pointRoot, t.v.root, forkRoot} {
 		n, err := t.node(id)
@@ -237,6 +245,17 @@ func (t *Tx) merge(fork string, o MergeOptions) (MergeResult, error) {
 			return res, err
 		}
 		roots[i] = n
+	}
+	for i, r := range roots {
+		var err error
+		if m.links[i], err = t.linksOf(r.id); err != nil {
+			return res, err
+		}
+	}
+	// Hard-linked inodes first: their changes go to the target's names
+	// as they are before the tree's changes move or remove any.
+	if err := m.inodes(); err != nil {
+		return res, err
 	}
 	if err := m.entry("/", roots[0], roots[1], roots[2]); err != nil {
 		return res, err
@@ -410,8 +429,8 @@ func (m *merger) recurse(p string, o, a, b *node) error {
 		io, okO := lists[0][name]
 		ia, okA := lists[1][name]
 		ib, okB := lists[2][name]
-		if okA && okB && ia == ib || okO && okB && io == ib || !okO && !okB {
-			continue
+		if okA && okB && ia == ib || okO && okB && io == ib || !okO && !okB || p == "/" && name == linksName {
+			continue // (the hidden directory: inodes merged it)
 		}
 		var ns [3]*node
 		for i := range lists {
@@ -422,6 +441,13 @@ func (m *merger) recurse(p string, o, a, b *node) error {
 			n, err := m.t.node(id)
 			if err != nil {
 				return err
+			}
+			if n.kind == kindLink {
+				// A name of a hard-linked inode merges as the inode of its
+				// own tree; a new name copies it as a file of its own.
+				if n, err = m.t.inodeNode(m.links[i], n); err != nil {
+					return err
+				}
 			}
 			ns[i] = n
 		}
@@ -692,6 +718,16 @@ func (m *merger) apply(op mergeOp) error {
 		}
 	}
 	src := op.src
+	if op.inode != "" && existing != nil && existing.kind == kindLink && src.kind == KindFile {
+		// The change of a hard-linked inode: in place, for every name.
+		chain, icomps, err := t.inodeOf(opName, op.path, existing)
+		if err != nil {
+			return err
+		}
+		if chain[2].kind == KindFile {
+			parent, existing, comps = chain[:2], chain[2], icomps
+		}
+	}
 	if existing != nil && existing.kind == KindFile && src.kind == KindFile {
 		// A file changed in place keeps its inode number.
 		chain := append(parent, existing)
@@ -718,6 +754,96 @@ func (m *merger) apply(op mergeOp) error {
 	}
 	t.audit("merge.take", op.path, map[string]any{"type": src.kind.String()})
 	return nil
+}
+
+// inodes merges the hard-linked inodes the fork point had (their
+// numbers name one file in all three trees) that the fork changed. A
+// changed inode need not change any name (they all name it by number),
+// so the walk of the names cannot see it; each is merged here under the
+// first of the target's names for it, and its ops change the inode. An
+// inode the target no longer has merges under the fork's first name, as
+// a file of its own.
+func (m *merger) inodes() error {
+	if m.links[0] == 0 || m.links[2] == 0 || m.links[0] == m.links[2] {
+		return nil
+	}
+	lo, lb, err := m.t.listings(m.links[0], m.links[2])
+	if err != nil {
+		return err
+	}
+	var la []dirent
+	if m.links[1] != 0 {
+		if la, _, err = m.t.listings(m.links[1], 0); err != nil {
+			return err
+		}
+	}
+	byName := func(l []dirent) map[string]int64 {
+		out := make(map[string]int64, len(l))
+		for _, d := range l {
+			out[d.name] = d.child
+		}
+		return out
+	}
+	ids := [3]map[string]int64{byName(lo), byName(la), byName(lb)}
+	var names [2]map[string]string // target's and fork's first name per inode
+	for _, d := range lb {
+		io, ok := ids[0][d.name]
+		if !ok || io == d.child {
+			continue // new in the fork (its names copy it), or unchanged
+		}
+		var ns [3]*node
+		for i := range ids {
+			if id, ok := ids[i][d.name]; ok {
+				if ns[i], err = m.t.node(id); err != nil {
+					return err
+				}
+			}
+		}
+		side, root := 0, m.t.v.root
+		if ns[1] == nil {
+			side, root = 1, m.forkRoot
+		}
+		if names[side] == nil {
+			if names[side], err = m.stubNames(root); err != nil {
+				return err
+			}
+		}
+		p, ok := names[side][d.name]
+		if !ok {
+			continue // no name left: nothing to merge into
+		}
+		k := len(m.ops)
+		if err := m.entry(p, ns[0], ns[1], ns[2]); err != nil {
+			return err
+		}
+		if ns[1] != nil {
+			for i := k; i < len(m.ops); i++ {
+				m.ops[i].inode = d.name
+			}
+		}
+	}
+	return nil
+}
+
+// stubNames maps each hard-linked inode of the tree at root to its first
+// name in path order.
+func (m *merger) stubNames(root int64) (map[string]string, error) {
+	out := map[string]string{}
+	rows, err := m.t.queryText(stubsSQL, root, linksName, kindLink)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, target string
+		if err := rows.Scan(&p, &target); err != nil {
+			return nil, err
+		}
+		if q, ok := out[target]; !ok || p < q {
+			out[target] = p
+		}
+	}
+	return out, mapSQLErr(rows.Err())
 }
 
 func (m *merger) setMode(p string, mode uint32) error {

@@ -489,3 +489,108 @@ func TestMergeModel(t *testing.T) {
 		}
 	})
 }
+
+// The fork point is hidden: a user's checkpoint delete or restore must
+// not reach it (delete would make the fork unmergeable for good).
+func TestMergeForkPointHidden(t *testing.T) {
+	ctx := context.Background()
+	_, base, fork := mergeSetup(t, map[string]string{"/a": "one\n"}, nil, put("/a", "two\n"))
+	cs, err := fork.Checkpoints(ctx)
+	must(t, err)
+	for _, c := range cs {
+		if c.Name == forkPoint {
+			t.Errorf("checkpoint list shows %s", forkPoint)
+		}
+	}
+	if _, err := fork.RestoreCheckpoint(ctx, forkPoint, Meta{}); err == nil {
+		t.Errorf("restore %s succeeded", forkPoint)
+	}
+	if err := fork.DeleteCheckpoint(ctx, forkPoint, Meta{}); err == nil {
+		t.Errorf("delete %s succeeded", forkPoint)
+	}
+	if _, err := base.Merge(ctx, "fork", MergeOptions{}, Meta{}); err != nil {
+		t.Fatalf("merge after a user's restore/delete of %s: %v", forkPoint, err)
+	}
+}
+
+func link(o, n string) func(tx *Tx) error { return func(tx *Tx) error { return tx.Link(o, n) } }
+
+// Hard-linked files merge: a change through any name of an inode the
+// fork point had reaches every name of the target's inode, which stays
+// one inode; a conflict names a user's path, never the hidden directory.
+func TestMergeHardLinks(t *testing.T) {
+	ctx := context.Background()
+	linked := steps(put("/a", "one\n"), put("/d/keep", "k\n"), link("/a", "/d/b"))
+	checkLinked := func(t *testing.T, v *Vault, want string, ps ...string) {
+		t.Helper()
+		got := files(t, v)
+		var ino uint64
+		for i, p := range ps {
+			if got[p] != want+"\n 0644" {
+				t.Errorf("%s = %q, want %q (all: %q)", p, got[p], want, got)
+			}
+			e, err := v.Stat(ctx, p)
+			must(t, err)
+			if i == 0 {
+				ino = e.Ino
+			} else if e.Ino != ino || int(e.Nlink) != len(ps) {
+				t.Errorf("%s: ino %d nlink %d, want ino %d nlink %d", p, e.Ino, e.Nlink, ino, len(ps))
+			}
+		}
+	}
+	setup := func(t *testing.T, ours, theirs func(tx *Tx) error) *Vault {
+		_, base, _ := mergeSetup(t, map[string]string{"/keep": "k\n"}, nil, nil)
+		must(t, base.Update(ctx, Meta{}, linked))
+		s := base.s
+		must(t, s.Delete(ctx, "default", "fork", Meta{}))
+		if _, err := s.Fork(ctx, "default", "base", "fork", "", Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		if ours != nil {
+			must(t, base.Update(ctx, Meta{}, ours))
+		}
+		if theirs != nil {
+			must(t, s.Vault("default", "fork").Update(ctx, Meta{}, theirs))
+		}
+		return base
+	}
+	t.Run("write through a name", func(t *testing.T) {
+		base := setup(t, nil, put("/d/b", "two\n"))
+		if _, err := base.Merge(ctx, "fork", MergeOptions{}, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		checkLinked(t, base, "two", "/a", "/d/b")
+	})
+	t.Run("text merge through names", func(t *testing.T) {
+		base := setup(t, put("/a", "zero\none\n"), put("/d/b", "one\ntwo\n"))
+		if _, err := base.Merge(ctx, "fork", MergeOptions{Text: textdiff.MergeText}, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		checkLinked(t, base, "zero\none\ntwo", "/a", "/d/b")
+	})
+	t.Run("conflict", func(t *testing.T) {
+		base := setup(t, put("/a", "ours\n"), put("/d/b", "theirs\n"))
+		_, err := base.Merge(ctx, "fork", MergeOptions{}, Meta{})
+		var ce *MergeConflictError
+		if !errors.As(err, &ce) || len(ce.Result.Conflicts) != 1 || ce.Result.Conflicts[0].Path != "/a" {
+			t.Fatalf("merge: %v, want one conflict on /a", err)
+		}
+		checkLinked(t, base, "ours", "/a", "/d/b")
+		if _, err := base.Merge(ctx, "fork", MergeOptions{Strategy: StrategyTheirs}, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		checkLinked(t, base, "theirs", "/a", "/d/b")
+	})
+	t.Run("new links on both sides", func(t *testing.T) {
+		base := setup(t, steps(put("/x", "ours\n"), link("/x", "/x2")), steps(put("/y", "theirs\n"), link("/y", "/y2")))
+		if _, err := base.Merge(ctx, "fork", MergeOptions{}, Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		checkLinked(t, base, "one", "/a", "/d/b")
+		checkLinked(t, base, "ours", "/x", "/x2")
+		got := files(t, base)
+		if got["/y"] != "theirs\n 0644" || got["/y2"] != "theirs\n 0644" {
+			t.Errorf("the fork's new links: %q", got)
+		}
+	})
+}

@@ -304,19 +304,9 @@ func (s *Store) SweepExpired(ctx context.Context, owned func(Expired) bool) ([]s
 		if owned != nil && !owned(e) {
 			continue
 		}
-		err := s.deleteIf(ctx, e.Namespace, e.Name, Meta{Actor: "ttl"}, func(t *Tx) error {
-			st, err := t.settings()
-			if err != nil {
-				return err
-			}
-			if st.ExpiresAt == nil || st.ExpiresAt.UnixNano() > t.now {
-				return errNotExpired
-			}
-			t.audit("vault.expired", "/", map[string]any{"expires_at": st.ExpiresAt.Format(time.RFC3339Nano)})
-			return nil
-		})
+		err := s.DeleteExpired(ctx, e.Namespace, e.Name, Meta{Actor: "ttl"})
 		switch {
-		case errors.Is(err, errNotExpired), errors.Is(err, ErrVaultNotFound):
+		case errors.Is(err, ErrNotExpired), errors.Is(err, ErrVaultNotFound):
 		case err != nil:
 			return out, fmt.Errorf("sweep %s/%s: %w", e.Namespace, e.Name, err)
 		default:
@@ -326,4 +316,24 @@ func (s *Store) SweepExpired(ctx context.Context, owned func(Expired) bool) ([]s
 	return out, nil
 }
 
-var errNotExpired = errors.New("not expired")
+// ErrNotExpired: DeleteExpired found the vault without an expiry, or
+// with one still to come.
+var ErrNotExpired = fmt.Errorf("vault has not expired: %w", ErrConflict)
+
+// DeleteExpired deletes the vault if its expiry has passed, checked in
+// the delete's own transaction (else ErrNotExpired): a sweep that saw it
+// expired must not delete it once its TTL was changed or cleared, or the
+// name was deleted and made again, meanwhile.
+func (s *Store) DeleteExpired(ctx context.Context, ns, name string, meta Meta) error {
+	return s.deleteIf(ctx, ns, name, meta, func(t *Tx) error {
+		st, err := t.settings()
+		if err != nil {
+			return err
+		}
+		if st.ExpiresAt == nil || st.ExpiresAt.UnixNano() > t.now {
+			return fmt.Errorf("vault %q: %w", name, ErrNotExpired)
+		}
+		t.audit("vault.expired", "/", map[string]any{"expires_at": st.ExpiresAt.Format(time.RFC3339Nano)})
+		return nil
+	})
+}

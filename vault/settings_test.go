@@ -346,3 +346,54 @@ func TestStatsCompactAuditClear(t *testing.T) {
 		t.Fatalf("after clear: %d events (%v), want the newest old one and audit.clear", len(evs), evs)
 	}
 }
+
+// DeleteExpired re-checks the expiry in its own transaction: a sweep that
+// listed the vault as expired must not delete it once the TTL was cleared
+// or the name made again (the fleet's sweep sends its delete through the
+// vault's queue, behind whatever the user sent first).
+func TestDeleteExpiredRechecks(t *testing.T) {
+	ctx := context.Background()
+	s, c := openClockStore(t, Defaults{})
+	_, err := s.Create(ctx, "default", "base", Quota{}, Meta{})
+	must(t, err)
+	_, err = s.ForkWith(ctx, "default", "base", "tmp", ForkOptions{TTL: time.Hour}, Meta{})
+	must(t, err)
+	if err := s.DeleteExpired(ctx, "default", "tmp", Meta{}); !errors.Is(err, ErrNotExpired) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete before the expiry: %v, want ErrNotExpired", err)
+	}
+	c.add(time.Hour)
+	ex, err := s.Expired(ctx)
+	must(t, err)
+	if len(ex) != 1 {
+		t.Fatalf("expired %v, want tmp", ex)
+	}
+	// The user clears the TTL after the sweep listed the vault.
+	tmp := s.Vault("default", "tmp")
+	_, err = tmp.SetSettings(ctx, Settings{}, Meta{})
+	must(t, err)
+	if err := s.DeleteExpired(ctx, "default", "tmp", Meta{}); !errors.Is(err, ErrNotExpired) {
+		t.Fatalf("delete after the TTL was cleared: %v, want ErrNotExpired", err)
+	}
+	// Or deletes it and forks again under the name.
+	_, err = s.ForkWith(ctx, "default", "base", "tmp2", ForkOptions{TTL: time.Second}, Meta{})
+	must(t, err)
+	c.add(time.Second)
+	must(t, s.Delete(ctx, "default", "tmp2", Meta{}))
+	_, err = s.ForkWith(ctx, "default", "base", "tmp2", ForkOptions{}, Meta{})
+	must(t, err)
+	if err := s.DeleteExpired(ctx, "default", "tmp2", Meta{}); !errors.Is(err, ErrNotExpired) {
+		t.Fatalf("delete of the vault made again: %v, want ErrNotExpired", err)
+	}
+	for _, n := range []string{"tmp", "tmp2"} {
+		if ok, _ := s.Vault("default", n).Exists(ctx); !ok {
+			t.Fatalf("%s was deleted", n)
+		}
+	}
+	_, err = s.ForkWith(ctx, "default", "base", "tmp3", ForkOptions{TTL: time.Second}, Meta{})
+	must(t, err)
+	c.add(time.Second)
+	must(t, s.DeleteExpired(ctx, "default", "tmp3", Meta{}))
+	if ok, _ := s.Vault("default", "tmp3").Exists(ctx); ok {
+		t.Fatal("expired tmp3 still exists")
+	}
+}

@@ -2,12 +2,16 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
 )
+
+// ifExpired is the sweep's vault.delete args.
+const ifExpired = `{"if_expired":true}`
 
 // defaultSweepEvery is how often a worker looks for expired vaults
 // (ServeOptions.SweepEvery).
@@ -50,12 +54,16 @@ func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
 			continue // a stale copy, or not placed yet: its owner sweeps it
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// The delete re-checks the expiry when its turn comes: the vault's
+		// TTL may be changed, or the name deleted and made again, before.
 		rep, err := c.Do(rctx, messages.Request{Op: messages.OpVaultDelete, Namespace: e.Namespace, Vault: e.Name, Actor: "ttl",
-			RequestID: fmt.Sprintf("expire-%s-%s-%d", e.Namespace, e.Name, e.ExpiresAt.UnixNano())})
+			RequestID: fmt.Sprintf("expire-%s-%s-%d", e.Namespace, e.Name, e.ExpiresAt.UnixNano()), Args: json.RawMessage(ifExpired)})
 		cancel()
 		switch {
 		case err != nil:
 			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", err)
+		case rep.Error != nil && rep.Error.Code == messages.CodeConflict:
+			s.log.Info("expiry sweep: vault no longer expired", "namespace", e.Namespace, "vault", e.Name)
 		case rep.Error != nil && rep.Error.Code != messages.CodeVaultNotFound:
 			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", rep.Error)
 		default:

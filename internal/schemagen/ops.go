@@ -27,7 +27,7 @@ var ops = []opSpec{
 	{messages.OpVaultFork, typ[messages.VaultForkArgs](), typ[messages.ForkResult]()},
 	{messages.OpVaultMerge, typ[messages.VaultMergeArgs](), typ[messages.MergeResult]()},
 	{messages.OpVaultPush, typ[messages.PushArgs](), typ[messages.Head]()},
-	{messages.OpVaultDelete, nil, typ[messages.DeletedResult]()},
+	{messages.OpVaultDelete, typ[messages.VaultDeleteArgs](), typ[messages.DeletedResult]()},
 	{messages.OpVaultExport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
 	{messages.OpVaultImport, typ[messages.VaultTransferArgs](), typ[messages.TransferResult]()},
 
