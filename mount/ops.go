@@ -513,6 +513,60 @@ func (m *Mount) commit(ctx context.Context, e *entry) error {
 	return nil
 }
 
+// commitLater is the close of a file in a vault without quotas, with
+// Options.QueueCloses: nothing
+// in the vault can refuse its buffered changes (a file's size is checked
+// against the store's limit as it is written), so they are queued like a
+// create or a rename, a snapshot taken from the buffer, and reach the
+// vault with the next transaction or within the queue's delay. A burst of
+// small files (cp -r, git's objects) then costs a transaction per burst,
+// not per file. It reports false, having done nothing, when the vault has
+// a quota: the caller commits at once, so that close(2) reports a refusal.
+func (m *Mount) commitLater(e *entry) bool {
+	if !m.noQuota.Load() {
+		return false
+	}
+	m.nsMu.RLock()
+	defer m.nsMu.RUnlock()
+	m.mu.Lock()
+	d := e.data
+	m.mu.Unlock()
+	if d == nil {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.dirty || d.orphan || d.stale {
+		return true
+	}
+	p, errno := m.path(e)
+	if errno != 0 {
+		return false
+	}
+	now := time.Now()
+	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
+	whole := d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size
+	m.q.mu.Lock()
+	attached := false
+	if whole && !timesSetAfterCreate(m.q.ops, e) {
+		for i := range m.q.ops {
+			if op := &m.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
+				// Created with this content, at the time the
+				// kernel was shown for the create (as a commit
+				// of a fresh file does).
+				op.data, now, attached = d.exts[0].data, op.at, true
+				break
+			}
+		}
+	}
+	m.q.mu.Unlock()
+	if !attached {
+		m.enqueue(change{op: opContent, from: p, at: now, content: snap})
+	}
+	m.committedLocked(e, d, now)
+	return true
+}
+
 // commitLocked writes d's buffered changes (d may be nil) and then runs
 // extra in the same transaction. A failed commit drops the buffered
 // changes: the vault keeps the previous content, and so does the mount.
@@ -557,9 +611,17 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		}
 		return fmt.Errorf("commit %s: %w", p, err)
 	}
-	if !content {
-		return nil
+	if content {
+		m.committedLocked(e, d, now)
 	}
+	return nil
+}
+
+// committedLocked records that d's buffered changes are the file's
+// content as of now, committed or queued: they are cached, the buffer is
+// empty, and the kernel learns the mtime the vault records. Caller holds
+// d.mu.
+func (m *Mount) committedLocked(e *entry, d *fileData, now time.Time) {
 	m.mu.Lock()
 	if data := d.contentAfter(m.cachedLocked(e)); data != nil {
 		m.cacheLocked(e, data)
@@ -580,7 +642,6 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		// recorded the commit's.
 		m.notifyContent(in, -1, 0)
 	}
-	return nil
 }
 
 // discardLocked drops d's buffered changes and makes the kernel drop the

@@ -15,7 +15,8 @@ import (
 // transaction to ride on before one is made for it alone.
 const defaultFlushDelay = 5 * time.Millisecond
 
-// change is a create, removal, rename or chmod/utimens that was answered
+// change is a create, removal, rename, chmod/utimens or a closed file's
+// content (see Mount.commitLater) that was answered
 // at once, after the mount checked it against its copy of the tree, and
 // reaches the vault with the next transaction. None of them can break a
 // quota (creates are queued only when the vault has no max_files), so
@@ -39,6 +40,12 @@ type change struct {
 	uid, gid uint32 // the creator
 	ino      uint64
 	e        *entry
+	// data is a new file's first content, closed before its create was
+	// committed: the create makes the file with it.
+	data []byte
+	// content is what a close left to commit (opContent): a snapshot of
+	// the file's buffered changes, no longer shared with its fileData.
+	content *fileData
 }
 
 type changeOp uint8
@@ -48,10 +55,11 @@ const (
 	opRename
 	opSetattr
 	opCreate
+	opContent
 )
 
 func (c change) String() string {
-	return [...]string{"remove", "rename", "setattr", "create"}[c.op] + " " + c.from
+	return [...]string{"remove", "rename", "setattr", "create", "write"}[c.op] + " " + c.from
 }
 
 func (c change) apply(tx *vault.Tx) error {
@@ -83,7 +91,9 @@ func (c change) applyNow(tx *vault.Tx) error {
 		_, err := tx.SetAttrs(c.from, c.attrs)
 		return err
 	case opCreate:
-		return c.create(tx, nil)
+		return c.create(tx, c.data)
+	case opContent:
+		return c.content.apply(tx, c.from)
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
