@@ -797,7 +797,7 @@ func (m *Mount) fetch(ctx context.Context, e *entry, d *fileData, buf []byte, at
 	if errno != 0 {
 		return 0, errno
 	}
-	if err := m.flushHeld(ctx); err != nil {
+	if err := m.flushForRead(ctx); err != nil {
 		return 0, err
 	}
 	if !caching {

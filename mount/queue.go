@@ -176,6 +176,33 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 	return m.update(ctx, func(*vault.Tx) error { return nil })
 }
 
+// flushForRead is flushHeld for a read of file content, which queued
+// access times do not change: a queue holding nothing else stays queued.
+// Otherwise a cold read of many files would commit the previous file's
+// atime before each read, a write transaction per file. A commit in
+// flight is still waited for: it may hold a rename the read must see.
+func (m *Mount) flushForRead(ctx context.Context) error {
+	m.q.tx.Lock()
+	m.q.mu.Lock()
+	only := onlyAtimes(m.q.ops)
+	m.q.mu.Unlock()
+	m.q.tx.Unlock()
+	if only {
+		return nil
+	}
+	return m.flushHeld(ctx)
+}
+
+// onlyAtimes reports whether ops set access times and nothing else.
+func onlyAtimes(ops []change) bool {
+	for _, op := range ops {
+		if op.op != opSetattr || op.attrs != (vault.Attrs{Atime: op.attrs.Atime, Accessed: true}) {
+			return false
+		}
+	}
+	return true
+}
+
 // dropQueue forgets the queued changes, for Invalidate: they were made
 // against a tree the vault no longer has.
 func (m *Mount) dropQueue() {
