@@ -31,8 +31,9 @@
 //     queue rides on the next transaction, or is committed alone within
 //     5 ms, so rm -rf or git's renames cost a transaction per burst, not
 //     per file. Every vault read the mount makes commits the queue first
-//     (a read of file content leaves access times alone queued, so a
-//     cold read of many files does not commit one per file).
+//     (a read of file content or of a directory's first listing leaves
+//     access times alone queued, so a cold read of many files does not
+//     commit one per file).
 //   - Creates of files and directories are queued the same way when the
 //     vault has no max_files quota (the one limit an empty entry can
 //     break): the inode number the kernel gets comes from a block the

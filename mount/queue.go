@@ -176,8 +176,8 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 	return m.update(ctx, func(*vault.Tx) error { return nil })
 }
 
-// flushForRead is flushHeld for a read of file content, which queued
-// access times do not change: a queue holding nothing else stays queued.
+// flushForRead is flushHeld for a read of file content or of a
+// directory's first listing, which queued access times do not change: a queue holding nothing else stays queued.
 // Otherwise a cold read of many files would commit the previous file's
 // atime before each read, a write transaction per file. A commit in
 // flight is still waited for: it may hold a rename the read must see.
