@@ -200,7 +200,11 @@ var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 // Fsync on a directory commits the queued changes of the tree (creates,
 // removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	m := d.m
+	return d.m.fsyncQueue()
+}
+
+// fsyncQueue commits the queued changes.
+func (m *Mount) fsyncQueue() syscall.Errno {
 	m.nsMu.RLock()
 	err := m.flushHeld(m.ctx)
 	m.nsMu.RUnlock()
@@ -420,14 +424,7 @@ func (f *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) sy
 	if errno := f.sync(fh); errno != 0 {
 		return errno
 	}
-	m := f.m
-	m.nsMu.RLock()
-	err := m.flushHeld(m.ctx)
-	m.nsMu.RUnlock()
-	if err != nil {
-		return m.errno("fsync", "", err)
-	}
-	return 0
+	return f.m.fsyncQueue()
 }
 
 func (f *fileNode) sync(fh fs.FileHandle) syscall.Errno {

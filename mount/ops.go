@@ -486,56 +486,62 @@ func (m *Mount) setDirtyLocked(e *entry, d *fileData, dirty bool) {
 	}
 }
 
-// commit writes e's buffered changes to the vault in one transaction.
-func (m *Mount) commit(ctx context.Context, e *entry) error {
+// withData runs fn with m.nsMu held shared and e's fileData, if it has
+// one, locked.
+func (m *Mount) withData(e *entry, fn func(d *fileData)) {
 	m.nsMu.RLock()
 	defer m.nsMu.RUnlock()
 	m.mu.Lock()
 	d := e.data
 	m.mu.Unlock()
 	if d == nil {
-		return nil
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := m.commitLocked(ctx, e, d, nil); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	queued := e.queued
-	m.mu.Unlock()
-	if queued {
-		// Created and closed (or synced) with nothing written: the
-		// create itself must be in the vault now, as it was before
-		// the close returned when creates were not queued.
-		return m.flushHeld(ctx)
-	}
-	return nil
+	fn(d)
+}
+
+// commit writes e's buffered changes to the vault in one transaction.
+func (m *Mount) commit(ctx context.Context, e *entry) (err error) {
+	m.withData(e, func(d *fileData) {
+		if err = m.commitLocked(ctx, e, d, nil); err != nil {
+			return
+		}
+		m.mu.Lock()
+		queued := e.queued
+		m.mu.Unlock()
+		if queued {
+			// Created and closed (or synced) with nothing written:
+			// the create itself must be in the vault now, as it was
+			// before the close returned when creates were not queued.
+			err = m.flushHeld(ctx)
+		}
+	})
+	return err
 }
 
 // commitLater is the close of a file in a vault without quotas, with
-// Options.QueueCloses: nothing
-// in the vault can refuse its buffered changes (a file's size is checked
-// against the store's limit as it is written), so they are queued like a
-// create or a rename, a snapshot taken from the buffer, and reach the
-// vault with the next transaction or within the queue's delay. A burst of
-// small files (cp -r, git's objects) then costs a transaction per burst,
-// not per file. It reports false, having done nothing, when the vault has
-// a quota: the caller commits at once, so that close(2) reports a refusal.
+// Options.QueueCloses: nothing in the vault can refuse its buffered
+// changes (a file's size is checked against the store's limit as it is
+// written), so they are queued like a create or a rename, a snapshot
+// taken from the buffer, and reach the vault with the next transaction or
+// within the queue's delay. A burst of small files (cp -r, git's objects)
+// then costs a transaction per burst, not per file. It reports false,
+// having done nothing, when the vault has a quota: the caller commits at
+// once, so that close(2) reports a refusal.
 func (m *Mount) commitLater(e *entry) bool {
 	if !m.noQuota.Load() {
 		return false
 	}
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	m.mu.Lock()
-	d := e.data
-	m.mu.Unlock()
-	if d == nil {
-		return true
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	queued := true
+	m.withData(e, func(d *fileData) { queued = m.queueContentLocked(e, d) })
+	return queued
+}
+
+// queueContentLocked queues d's buffered changes for commitLater; false
+// if e has no path. Caller holds m.nsMu (shared) and d.mu.
+func (m *Mount) queueContentLocked(e *entry, d *fileData) bool {
 	if !d.dirty || d.orphan || d.stale {
 		return true
 	}
@@ -545,10 +551,9 @@ func (m *Mount) commitLater(e *entry) bool {
 	}
 	now := time.Now()
 	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
-	whole := d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size
 	m.q.mu.Lock()
 	attached := false
-	if whole && !timesSetAfterCreate(m.q.ops, e) {
+	if d.whole() && !timesSetAfterCreate(m.q.ops, e) {
 		for i := range m.q.ops {
 			if op := &m.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
 				// Created with this content, at the time the
@@ -581,7 +586,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		return errno
 	}
 	var f fresh
-	if content && d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size {
+	if content && d.whole() {
 		// A new file written from the start, as most are: if its
 		// create is still queued, it is made with this content.
 		f = fresh{e: e, data: d.exts[0].data}
