@@ -33,6 +33,10 @@ type Attempts struct {
 	// messages.PlacementSpread, so the attempts run across the fleet's
 	// workers.
 	Placement string
+	// Merge "best" merges the best attempt back into From
+	// (messages.OpVaultMerge) before unkept forks are deleted; "" merges
+	// nothing.
+	Merge string
 	// Actor is recorded in the vaults' audit logs.
 	Actor string
 	// Tracer records an attempts.run span over the forks and execs,
@@ -64,6 +68,9 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	case "all", "best", "none":
 	default:
 		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "keep %q: want best, all or none", a.Keep)
+	}
+	if a.Merge != "" && a.Merge != "best" {
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "merge %q: want best", a.Merge)
 	}
 	if a.Placement == "" {
 		a.Placement = messages.PlacementSpread
@@ -128,6 +135,9 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	if best >= 0 {
 		res.Best = &res.Attempts[best].Vault
 	}
+	if a.Merge == "best" {
+		res.Merge, res.MergeError = mergeBest(ctx, send, a.From, res.Best)
+	}
 	var errs []error
 	for _, at := range res.Attempts {
 		if at.Fork == nil {
@@ -142,6 +152,18 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// mergeBest merges attempt best (nil: none exited 0) into from.
+func mergeBest(ctx context.Context, send func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error, from string, best *string) (*messages.MergeResult, *messages.Error) {
+	if best == nil {
+		return nil, messages.Errorf(messages.CodeNotFound, "no attempt completed with exit status 0: nothing merged into %q", from)
+	}
+	var mr messages.MergeResult
+	if err := send(ctx, NewRequestID(), messages.OpVaultMerge, from, messages.VaultMergeArgs{Fork: *best}, &mr); err != nil {
+		return nil, asError(err)
+	}
+	return &mr, nil
 }
 
 func isUnavailable(err error) bool {

@@ -26,9 +26,29 @@ type Config struct {
 	Sandbox   Sandbox   `mapstructure:"sandbox"`
 	Policy    Policy    `mapstructure:"policy"`
 	Telemetry Telemetry `mapstructure:"telemetry"`
+	Runtime   Runtime   `mapstructure:"runtime"`
 	Approvals struct {
 		TTL time.Duration `mapstructure:"ttl"`
 	} `mapstructure:"approvals"`
+	Checkpoints Checkpoints `mapstructure:"checkpoints"`
+	Quota       Quota       `mapstructure:"quota"`
+}
+
+// Checkpoints is the retention of auto-checkpoints (the ones exec takes)
+// for vaults that set none of their own (avfs vault set); named
+// checkpoints are never pruned.
+type Checkpoints struct {
+	// AutoKeep is how many a vault keeps (0: all).
+	AutoKeep int64 `mapstructure:"auto_keep"`
+	// AutoMaxAge drops older ones (0: no limit).
+	AutoMaxAge time.Duration `mapstructure:"auto_max_age"`
+}
+
+// Quota is the default of vaults' quota settings.
+type Quota struct {
+	// Mode is what max_size_mb counts: logical (file sizes) or unique
+	// (bytes of the distinct chunks the live tree references).
+	Mode string `mapstructure:"mode"`
 }
 
 // Store configures the vault database.
@@ -125,6 +145,23 @@ type Telemetry struct {
 	ServiceName string            `mapstructure:"service_name"`
 }
 
+// Runtime tunes the Go runtime of the long-lived fleet processes (`avfs
+// serve`, `worker`, `dispatcher`); other commands keep Go's defaults. The
+// GOGC and GOMEMLIMIT environment variables win over these settings.
+type Runtime struct {
+	// GCPercent is the collector's target (GOGC): the heap may grow this
+	// many percent over what is live before a collection. Streaming a
+	// large file makes much short-lived garbage (chunk copies, the NATS
+	// server's 8 MiB block loads); 25 keeps a 1 GiB write under 64 MB of
+	// growth (BENCHMARKS.md, "Large files through the fleet"). 1 or more;
+	// 100 is Go's default.
+	GCPercent int `mapstructure:"gc_percent"`
+	// MemoryLimitMB is a soft limit on the Go runtime's memory in MiB
+	// (debug.SetMemoryLimit, GOMEMLIMIT): near it the collector runs
+	// more often. 0 = none.
+	MemoryLimitMB int64 `mapstructure:"memory_limit_mb"`
+}
+
 // Policy configures the policy engine; empty Rules means the built-in set.
 type Policy struct {
 	Rules    []map[string]any `mapstructure:"rules"`
@@ -177,12 +214,17 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("policy.rules", []map[string]any{})
 	v.SetDefault("policy.fallback", "allow_with_checkpoint")
 	v.SetDefault("approvals.ttl", time.Hour)
+	v.SetDefault("checkpoints.auto_keep", 50)
+	v.SetDefault("checkpoints.auto_max_age", 7*24*time.Hour)
+	v.SetDefault("quota.mode", "logical")
 	v.SetDefault("telemetry.exporter", "") // none, unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 	v.SetDefault("telemetry.endpoint", "")
 	v.SetDefault("telemetry.headers", map[string]string{})
 	v.SetDefault("telemetry.insecure", false)
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
+	v.SetDefault("runtime.gc_percent", 25)
+	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 
 // Load builds the configuration. flags may bind "home", "vault",

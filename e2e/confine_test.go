@@ -80,7 +80,7 @@ func startConfined(t *testing.T, namespaces ...string) *confined {
 		t.Fatal(err)
 	}
 	h := handler.New(c.st, handler.Options{Worker: "w"})
-	cleanup, err := worker.Wire(&config.Config{Home: c.home}, h, nil)
+	cleanup, err := worker.Wire(&config.Config{Home: c.home}, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	h := handler.New(st, handler.Options{Worker: "w1"})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil)
+	cleanup, err := worker.Wire(cfg, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

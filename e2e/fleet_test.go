@@ -129,7 +129,7 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil)
+	cleanup, err := worker.Wire(cfg, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

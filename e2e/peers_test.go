@@ -195,11 +195,17 @@ func TestNamespaceOpsSpanWorkerStores(t *testing.T) {
 	if _, err := mkv.Put(ctx, "worker.ghost", ghost); err != nil {
 		t.Fatal(err)
 	}
-	mute, err := f.conn().SubscribeSync(messages.SubjectPeer + ".ghost.>")
+	mc := f.conn()
+	mute, err := mc.SubscribeSync(messages.SubjectPeer + ".ghost.>")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mute.Unsubscribe()
+	// The server must have the subscription before wa asks: without the
+	// flush the request could reach the server first, under load.
+	if err := mc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	rep = f.askWorker("wa", "default", "", messages.OpVaultList, nil)
 	checkList("with a mute peer", rep)

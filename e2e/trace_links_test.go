@@ -40,7 +40,7 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 	h := handler.New(st, handler.Options{Worker: "w1", Tracer: tp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil)
+	cleanup, err := worker.Wire(cfg, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,21 @@
 //     is a separate process that chdirs for the command (see EnterDir).
 //   - A sandbox that cannot be built is ErrSandbox, and nothing of the
 //     command ran.
+//   - What the seccomp filter stops, and without Network every connect
+//     off the loopback, is recorded (Result.Refused) before the call
+//     returns.
+//
+// With Sandbox.Pool the init is kept between runs (zygote_linux.go): a
+// zygote per layout, PID 1 of its namespaces with the root built once,
+// forks each command from a thread of its own that has unshared a mount
+// and an IPC namespace, mounted a fresh /tmp and /dev/shm, attached the
+// writable binds (detached mounts Run passes over a socket) and been
+// confined. Invariants: a zygote runs one command at a time; when the
+// command's leader exits it kills everything else in its PID namespace
+// before it reports; the command reaches it only through its socket's
+// protocol, never its descriptors or memory (non-dumpable, capabilities
+// the command lacks); runs with Network never use it. Lock order: Pool.mu
+// only; a zygote is owned by one Run or by the idle list.
 //
 // Only Linux is supported.
 package exec

@@ -77,6 +77,9 @@ type Result struct {
 	TimedOut bool   // the timeout expired before the leader exited
 	Limit    string // LimitMemory, LimitPids: a sandbox limit the command hit, else ""
 	Canceled bool   // ctx was done before the leader exited (or before it could start)
+	// Refused lists what a sandbox refused the command (Refusal), in the
+	// order first seen; nil without a sandbox or when nothing was.
+	Refused []Refusal
 
 	Stdout, Stderr                   []byte
 	StdoutBytes, StderrBytes         int64 // total bytes produced, before capping
@@ -113,6 +116,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 
+	if s.Sandbox != nil && s.Sandbox.Pool != nil && !s.Sandbox.Network && s.Sandbox.Pool.open() {
+		return s.Sandbox.Pool.run(ctx, s, res)
+	}
 	cmd, err := s.command()
 	if err != nil {
 		return startErr(err)
@@ -124,30 +130,20 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		}
 		defer sb.close()
 	}
-	outR, outW, err := os.Pipe()
+	cp, err := newCapture()
 	if err != nil {
-		return startErr(fmt.Errorf("stdout pipe: %w", err))
+		return startErr(err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return startErr(fmt.Errorf("stderr pipe: %w", err))
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdout, cmd.Stderr = cp.outW, cp.errW
 	feedStdin, err := wireStdin(cmd, s.Stdin)
 	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
+		cp.abort()
 		return startErr(err)
 	}
 	err = cmd.Start()
 	// The child holds its own copies of the pipe ends it uses; ours would
 	// keep the pipes open and the drains waiting for an EOF that never comes.
-	outW.Close()
-	errW.Close()
+	cp.started()
 	if sb != nil {
 		sb.started(cmd)
 		if err != nil {
@@ -155,19 +151,12 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		}
 	}
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		cp.abort()
 		feedStdin.Close()
 		return startErr(err)
 	}
 	feedStdin.start()
-
-	stdout, stderr := newCapBuffer(s.MaxOutput), newCapBuffer(s.MaxOutput)
-	var drains sync.WaitGroup
-	drains.Go(func() { drain(outR, stdout, s.Stdout) })
-	drains.Go(func() { drain(errR, stderr, s.Stderr) })
-	drained := make(chan struct{})
-	go func() { drains.Wait(); close(drained) }()
+	cp.drain(s)
 
 	// The leader's pid is also its group id (Setpgid with Pgid 0).
 	pgid := cmd.Process.Pid
@@ -198,24 +187,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	waitErr := cmd.Wait()
 	feedStdin.Close()
-
-	bound := time.NewTimer(drainDelay)
-	select {
-	case <-drained:
-	case <-bound.C:
-		// Someone outside the group still holds a write end. Cut it off;
-		// it gets EPIPE on its next write.
-		now := time.Now()
-		outR.SetReadDeadline(now)
-		errR.SetReadDeadline(now)
-		<-drained
-	}
-	bound.Stop()
-	outR.Close()
-	errR.Close()
-
-	res.Stdout, res.StdoutBytes, res.StdoutTruncated = stdout.Bytes(), stdout.Total(), stdout.Truncated()
-	res.Stderr, res.StderrBytes, res.StderrTruncated = stderr.Bytes(), stderr.Total(), stderr.Truncated()
+	cp.finish(&res)
 	res.Duration = time.Since(res.StartedAt)
 	if cmd.ProcessState == nil {
 		// Only if the process could not be waited for at all, which means
@@ -230,6 +202,72 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// capture owns the pipes of a command's stdout and stderr and the
+// goroutines that drain them.
+type capture struct {
+	outR, outW, errR, errW *os.File
+	stdout, stderr         *capBuffer
+	drained                chan struct{}
+}
+
+func newCapture() (*capture, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	return &capture{outR: outR, outW: outW, errR: errR, errW: errW}, nil
+}
+
+// started lets go of the write ends, which the command now holds.
+func (c *capture) started() {
+	c.outW.Close()
+	c.errW.Close()
+}
+
+// abort closes everything when the command did not start.
+func (c *capture) abort() {
+	c.started()
+	c.outR.Close()
+	c.errR.Close()
+}
+
+// drain starts copying both streams.
+func (c *capture) drain(s Spec) {
+	c.stdout, c.stderr = newCapBuffer(s.MaxOutput), newCapBuffer(s.MaxOutput)
+	var drains sync.WaitGroup
+	drains.Go(func() { drain(c.outR, c.stdout, s.Stdout) })
+	drains.Go(func() { drain(c.errR, c.stderr, s.Stderr) })
+	c.drained = make(chan struct{})
+	go func() { drains.Wait(); close(c.drained) }()
+}
+
+// finish waits, at most drainDelay, for the streams' EOF and puts what
+// was captured into res.
+func (c *capture) finish(res *Result) {
+	bound := time.NewTimer(drainDelay)
+	select {
+	case <-c.drained:
+	case <-bound.C:
+		// Someone outside the group still holds a write end. Cut it off;
+		// it gets EPIPE on its next write.
+		now := time.Now()
+		c.outR.SetReadDeadline(now)
+		c.errR.SetReadDeadline(now)
+		<-c.drained
+	}
+	bound.Stop()
+	c.outR.Close()
+	c.errR.Close()
+	res.Stdout, res.StdoutBytes, res.StdoutTruncated = c.stdout.Bytes(), c.stdout.Total(), c.stdout.Truncated()
+	res.Stderr, res.StderrBytes, res.StderrTruncated = c.stderr.Bytes(), c.stderr.Total(), c.stderr.Truncated()
 }
 
 // stopGroup asks the group to stop, then forces it: SIGTERM, up to grace

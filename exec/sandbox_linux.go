@@ -41,6 +41,10 @@ type Sandbox struct {
 	TmpSize int64
 	// Limits are applied through cgroups where the machine has them.
 	Limits Limits
+	// Pool, if set, runs the command from a sandbox init kept alive
+	// between runs (zygote_linux.go) instead of starting one for it,
+	// unless Network is set. The sandbox is the same either way.
+	Pool *Pool
 }
 
 // Bind is one host path made visible inside a sandbox.
@@ -106,6 +110,9 @@ var initCalled atomic.Bool
 // that does in TestMain; Run refuses with ErrSandbox in one that did not.
 func Init() {
 	if v, ok := os.LookupEnv(initEnv); ok {
+		if v == zygoteVersion {
+			zygoteMain()
+		}
 		sandboxInit(v)
 	}
 	initCalled.Store(true)
@@ -127,6 +134,15 @@ type initConfig struct {
 	Network bool     `json:"network"`
 	TmpSize int64    `json:"tmp_size"`
 	Cgroups []string `json:"cgroups"` // cgroup.procs files to join before anything else
+	// Points are mount points made empty in the root, where a zygote's
+	// runs attach their writable binds.
+	Points []mountPoint `json:"points,omitempty"`
+}
+
+// mountPoint is an empty directory (or file) made for a later mount.
+type mountPoint struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
 }
 
 // sandboxRun is one sandboxed command on the Run side.
@@ -231,36 +247,42 @@ func (r *sandboxRun) started(cmd *osexec.Cmd) {
 func (r *sandboxRun) finish(res *Result) error {
 	defer r.close()
 	b, _ := readAll(r.status)
-	msg := strings.TrimSpace(string(b))
+	msg, refused := splitReport(string(b))
+	res.Refused = refused
 	if r.cg != nil {
 		res.Limit = r.cg.hit()
 	}
+	if msg != "" {
+		return applyReport(msg, res)
+	}
+	if res.ExitCode == nil {
+		return nil // killed
+	}
+	if !res.TimedOut && !res.Canceled {
+		return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
+	}
+	res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
+	return nil
+}
+
+// applyReport applies an init's report on how the command ended to res:
+// "exit N" and "signal N" set the status; "setup ..." (the sandbox could
+// not be built) is ErrSandbox, "start ..." the error starting the
+// command.
+func applyReport(msg string, res *Result) error {
 	kind, val, _ := strings.Cut(msg, " ")
-	switch kind {
-	case "exit":
-		code, err := strconv.Atoi(val)
-		if err != nil {
-			return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
-		}
-		res.ExitCode, res.Signal = &code, ""
-	case "signal":
-		n, err := strconv.Atoi(val)
-		if err != nil {
-			return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
-		}
+	n, err := strconv.Atoi(val)
+	switch {
+	case kind == "exit" && err == nil:
+		res.ExitCode, res.Signal = &n, ""
+	case kind == "signal" && err == nil:
 		res.ExitCode, res.Signal = nil, signalName(syscall.Signal(n))
-	case "setup":
+	case kind == "setup":
 		return fmt.Errorf("%w: %s", ErrSandbox, val)
-	case "start":
+	case kind == "start":
 		return errors.New(val)
-	case "":
-		if res.ExitCode == nil {
-			break // killed
-		}
-		if !res.TimedOut && !res.Canceled {
-			return fmt.Errorf("%w: init exited with status %d without a report", ErrSandbox, *res.ExitCode)
-		}
-		res.ExitCode, res.Signal = nil, signalName(syscall.SIGTERM)
+	default:
+		return fmt.Errorf("%w: init reported %q", ErrSandbox, msg)
 	}
 	return nil
 }
@@ -334,9 +356,11 @@ func sandboxInit(version string) {
 	if err := setupRoot(cfg); err != nil {
 		report("setup %v", err)
 	}
-	if err := confine(); err != nil {
+	listener, err := confine(!cfg.Network)
+	if err != nil {
 		report("setup %v", err)
 	}
+	watch := watchRefusals(listener)
 	path, err := lookPath(cfg.Path, cfg.Env)
 	if err != nil {
 		report("start %v", err)
@@ -368,10 +392,11 @@ func sandboxInit(version string) {
 		if got != pid {
 			continue // an orphan of the command, reaped
 		}
+		refused := refusalLine(watch.result())
 		if ws.Signaled() {
-			report("signal %d", int(ws.Signal()))
+			report("signal %d%s", int(ws.Signal()), refused)
 		}
-		report("exit %d", ws.ExitStatus())
+		report("exit %d%s", ws.ExitStatus(), refused)
 	}
 }
 
@@ -399,18 +424,28 @@ func setupRoot(cfg initConfig) error {
 	// later covers an earlier mount.
 	type entry struct {
 		Bind
-		tmpfs string // tmpfs options, "" for a bind
+		tmpfs string      // tmpfs options, "" for a bind
+		point *mountPoint // a mount point to make, not a mount
 	}
-	mounts := []entry{{Bind{Path: "/tmp"}, fmt.Sprintf("mode=1777,size=%d", cfg.TmpSize)}}
+	mounts := []entry{{Bind: Bind{Path: "/tmp"}, tmpfs: fmt.Sprintf("mode=1777,size=%d", cfg.TmpSize)}}
 	for _, h := range cfg.Hide {
-		mounts = append(mounts, entry{Bind{Path: filepath.Clean(h)}, "mode=0755,size=64k"})
+		mounts = append(mounts, entry{Bind: Bind{Path: filepath.Clean(h)}, tmpfs: "mode=0755,size=64k"})
 	}
 	for _, b := range cfg.Binds {
 		mounts = append(mounts, entry{Bind: b})
 	}
+	for _, p := range cfg.Points {
+		mounts = append(mounts, entry{Bind: Bind{Path: filepath.Clean(p.Path)}, point: &p})
+	}
 	slices.SortStableFunc(mounts, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
 	var hidden []string
 	for _, m := range mounts {
+		if m.point != nil {
+			if err := makePoint(root, *m.point); err != nil {
+				return err
+			}
+			continue
+		}
 		if m.tmpfs == "" {
 			if err := bind(root, m.Bind); err != nil {
 				return err
@@ -514,6 +549,28 @@ func bind(root string, b Bind) error {
 		return fmt.Errorf("bind %s read-only: %w", src, err)
 	}
 	return nil
+}
+
+// makePoint makes an empty directory or file at p.Path under root.
+func makePoint(root string, p mountPoint) error {
+	if !filepath.IsAbs(p.Path) {
+		return fmt.Errorf("bind %q: not absolute", p.Path)
+	}
+	dst := filepath.Join(root, p.Path)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", p.Path, err)
+	}
+	if p.Dir {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("mount point %s: %w", p.Path, err)
+		}
+		return nil
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", p.Path, err)
+	}
+	return f.Close()
 }
 
 func mkdirMount(source, target, fstype string, flags uintptr, data string) error {

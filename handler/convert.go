@@ -20,6 +20,10 @@ func vaultInfo(in vault.Info) messages.VaultInfo {
 		sb := in.StoredBytes
 		out.StoredBytes = &sb
 	}
+	if in.ExpiresAt != nil {
+		at := rfc3339(*in.ExpiresAt)
+		out.ExpiresAt = &at
+	}
 	return out
 }
 
@@ -34,7 +38,7 @@ func quota(q messages.QuotaArgs) vault.Quota {
 func entry(e vault.Entry) messages.Entry {
 	return messages.Entry{
 		Name: e.Name, Path: e.Path, Type: e.Kind.String(), Size: e.Size,
-		Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target,
+		Mode: fmt.Sprintf("%04o", vault.ModeBits(e.Mode)), Mtime: rfc3339(e.Mtime), Ino: e.Ino, Target: e.Target, Nlink: e.Nlink,
 	}
 }
 

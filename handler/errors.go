@@ -28,6 +28,8 @@ var codes = []struct {
 	{vault.ErrQuota, messages.CodeQuotaExceeded},
 	{vault.ErrConflict, messages.CodeConflict},
 	{vault.ErrReadOnly, messages.CodePermissionDenied},
+	{vault.ErrPermission, messages.CodePermissionDenied},
+	{vault.ErrTooManyLinks, messages.CodeInvalidArgument},
 	{context.DeadlineExceeded, messages.CodeTimeout},
 	{context.Canceled, messages.CodeUnavailable},
 }
@@ -48,6 +50,9 @@ func ToError(err error) *messages.Error {
 	var qe *vault.QuotaError
 	if errors.As(err, &qe) {
 		out.Details = map[string]any{"limit": qe.Limit, "max": qe.Max, "current": qe.Current, "requested": qe.Requested}
+		if qe.Mode != "" {
+			out.Details["mode"] = qe.Mode // what max_size_mb counts
+		}
 	}
 	var pe *vault.PathError
 	if errors.As(err, &pe) {

@@ -40,6 +40,8 @@ type Handler struct {
 	objects  Objects
 	maxReply int
 	onStop   []func()
+	// sweep says which expired vaults maint.run deletes (SweepOwned).
+	sweep func(vault.Expired) bool
 }
 
 // OnStop registers fn to run when the process serving h stops taking
@@ -100,6 +102,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpVaultList:         bind(h.vaultList),
 		messages.OpVaultInfo:         bind(h.vaultInfo),
 		messages.OpVaultFork:         bind(h.vaultFork),
+		messages.OpVaultMerge:        bind(h.vaultMerge),
 		messages.OpVaultDelete:       bind(h.vaultDelete),
 		messages.OpVaultExport:       bind(h.vaultExport),
 		messages.OpVaultImport:       bind(h.vaultImport),
@@ -112,6 +115,7 @@ func New(store *vault.Store, o Options) *Handler {
 		messages.OpRm:                bind(h.rm),
 		messages.OpMv:                bind(h.mv),
 		messages.OpCp:                bind(h.cp),
+		messages.OpLn:                bind(h.ln),
 		messages.OpReadTree:          bind(h.readTree),
 		messages.OpImportDir:         bind(h.importDir),
 		messages.OpExportDir:         bind(h.exportDir),
@@ -126,6 +130,8 @@ func New(store *vault.Store, o Options) *Handler {
 	}
 	h.historyOps()
 	h.searchOps()
+	h.maintOps()
+	h.sweep = func(vault.Expired) bool { return true }
 	return h
 }
 
@@ -295,7 +301,11 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	default:
 		return nil, messages.Errorf(messages.CodeInvalidArgument, "placement %q: want %q or %q", a.Placement, messages.PlacementSource, messages.PlacementSpread)
 	}
-	res, err := h.store.Fork(ctx, req.Namespace, req.Vault, a.Target, a.Checkpoint, meta(ctx, req))
+	ttl, err := duration("ttl", a.TTL)
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.store.ForkWith(ctx, req.Namespace, req.Vault, a.Target, vault.ForkOptions{Checkpoint: a.Checkpoint, TTL: ttl}, meta(ctx, req))
 	if err != nil {
 		return nil, err
 	}
@@ -577,6 +587,13 @@ func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveA
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
 }
 
+func (h *Handler) ln(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+	if err := h.vault(req).Link(ctx, a.Src, a.Dst, meta(ctx, req)); err != nil {
+		return nil, err
+	}
+	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
+}
+
 func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
 	if err := h.vault(req).Copy(ctx, a.Src, a.Dst, a.Recursive, meta(ctx, req)); err != nil {
 		return nil, err
@@ -714,7 +731,7 @@ func (h *Handler) quotaGet(ctx context.Context, req messages.Request, _ struct{}
 	if err != nil {
 		return nil, err
 	}
-	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files}}, nil
+	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files, UniqueBytes: u.UniqueBytes}, Mode: u.Mode}, nil
 }
 
 func (h *Handler) quotaSet(ctx context.Context, req messages.Request, a messages.QuotaSetArgs) (any, error) {

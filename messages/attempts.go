@@ -16,4 +16,9 @@ type AttemptsResult struct {
 	Attempts []Attempt `json:"attempts"`
 	Best     *string   `json:"best"` // the fastest attempt that exited 0
 	Kept     []string  `json:"kept"`
+	// Merge is the merge of the best attempt back into From, when asked
+	// for (`--merge best`); MergeError says why it did not happen (no
+	// attempt exited 0, conflicts: MERGE_CONFLICT with its details).
+	Merge      *MergeResult `json:"merge,omitempty"`
+	MergeError *Error       `json:"merge_error,omitempty"`
 }

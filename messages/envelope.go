@@ -48,6 +48,22 @@ type SandboxInfo struct {
 	// Limit names the limit the command hit: memory (it was killed) or
 	// pids (forks were refused); "" when none was.
 	Limit string `json:"limit,omitempty"`
+	// Refused lists what the sandbox refused the command; left out when
+	// nothing was.
+	Refused []SandboxRefusal `json:"refused,omitempty"`
+}
+
+// SandboxRefusal is one kind of thing the sandbox refused a command,
+// counted: a system call its seccomp filter stops (kind "syscall": mount,
+// umount2, unshare, setns, clone with a namespace flag, pivot_root,
+// chroot, the fs* mount calls, ptrace of the sandbox's init) or, without
+// the network, a connection to an address off its own loopback (kind
+// "network", call "connect", target "address:port").
+type SandboxRefusal struct {
+	Kind   string `json:"kind"`
+	Call   string `json:"call"`
+	Target string `json:"target,omitempty"`
+	Count  int    `json:"count"`
 }
 
 // SandboxLimits are the cgroup limits a command ran under; 0 = none.
@@ -100,6 +116,11 @@ type ExecArgs struct {
 	Checkpoint string            `json:"checkpoint,omitempty"` // auto | always | never
 	Env        map[string]string `json:"env,omitempty"`
 	Stdin      []byte            `json:"stdin,omitempty"`
+	// Limits for this command only; each may only lower the vault's (or
+	// the configuration's) limit, 0 keeps it: docs/cli.md, exec.
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int     `json:"pids,omitempty"`
+	CPUs     float64 `json:"cpus,omitempty"`
 }
 
 // Approval is a request waiting for, or decided by, an operator.

@@ -35,6 +35,9 @@ const (
 	// CodeNotImplemented marks a request the contract names but this
 	// build does not serve yet.
 	CodeNotImplemented Code = "NOT_IMPLEMENTED"
+	// CodeMergeConflict: a merge found conflicts no strategy resolved
+	// and applied nothing; details.conflicts lists them.
+	CodeMergeConflict Code = "MERGE_CONFLICT"
 )
 
 // Codes lists every code, for documentation and tests.
@@ -43,7 +46,7 @@ func Codes() []Code {
 		CodeIsADirectory, CodeNotEmpty, CodeVaultNotFound, CodeVaultExists, CodeCheckpointNotFound,
 		CodeCheckpointExists, CodeQuotaExceeded, CodePolicyDenied, CodeApprovalRequired, CodeApprovalNotFound,
 		CodeApprovalExpired, CodeConflict, CodeTimeout, CodeUnavailable, CodePermissionDenied, CodeInternal,
-		CodeNotImplemented}
+		CodeNotImplemented, CodeMergeConflict}
 }
 
 // Error is the error object of every failed reply:

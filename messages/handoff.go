@@ -21,7 +21,8 @@ package messages
 //
 // The owner of a vault pushes it (the chunks the bucket lacks, the
 // manifest, the head) after vault.create, vault.import, vault.fork (the
-// target), checkpoint.save and checkpoint.restore, and for every vault
+// target), checkpoint.save, checkpoint.restore and a vault.merge that
+// changed the target, and for every vault
 // changed since its last push when it stops gracefully; vault.delete
 // pushes the tombstone. A fork placed on another worker is pushed before
 // the fork is answered.

@@ -10,6 +10,7 @@ const (
 	OpVaultList   Op = "vault.list"
 	OpVaultInfo   Op = "vault.info"
 	OpVaultFork   Op = "vault.fork"
+	OpVaultMerge  Op = "vault.merge"
 	OpVaultDelete Op = "vault.delete"
 	OpVaultExport Op = "vault.export"
 	OpVaultImport Op = "vault.import"
@@ -23,6 +24,7 @@ const (
 	OpRm         Op = "file.rm"
 	OpMv         Op = "file.mv"
 	OpCp         Op = "file.cp"
+	OpLn         Op = "file.ln"
 	OpReadTree   Op = "file.read_tree"
 	OpImportDir  Op = "file.import_dir"
 	OpExportDir  Op = "file.export_dir"
@@ -49,6 +51,13 @@ const (
 	OpHistoryPrune    Op = "history.prune"
 	OpHistoryGet      Op = "history.get"
 	OpHistorySet      Op = "history.set"
+
+	OpVaultSettings Op = "vault.settings"
+	OpVaultSet      Op = "vault.set"
+	OpStats         Op = "maint.stats"
+	OpCompact       Op = "maint.compact"
+	OpMaintain      Op = "maint.run"
+	OpAuditClear    Op = "audit.clear"
 
 	OpQuotaGet Op = "quota.get"
 	OpQuotaSet Op = "quota.set"
@@ -83,7 +92,7 @@ func (o Op) Mutating() bool {
 	switch o {
 	case OpVaultList, OpVaultInfo, OpVaultExport, OpCat, OpLs, OpStat, OpReadTree, OpExportDir, OpGrep, OpFind, OpSearch, OpLabelsGet,
 		OpCheckpointList, OpCheckpointDiff, OpQuotaGet, OpHistoryLog, OpHistoryCat, OpHistoryDiff, OpHistoryGet, OpAudit, OpApprovalList, OpApprovalShow, OpPolicyCheck, OpTransferOpen,
-		OpRunStatus, OpRunLogs, OpRunList:
+		OpRunStatus, OpRunLogs, OpRunList, OpVaultSettings, OpStats, OpVaultPush:
 		return false
 	}
 	return true
@@ -92,7 +101,7 @@ func (o Op) Mutating() bool {
 // NeedsVault reports whether op addresses one existing vault.
 func (o Op) NeedsVault() bool {
 	switch o {
-	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen:
+	case OpVaultList, OpVaultCreate, OpVaultImport, OpApprovalList, OpApprovalGrant, OpApprovalDeny, OpApprovalShow, OpPolicyCheck, OpTransferOpen, OpVaultPush:
 		return false
 	}
 	return true

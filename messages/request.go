@@ -43,6 +43,9 @@ type VaultForkArgs struct {
 	// nothing; PlacementSpread puts it on the least loaded worker, which
 	// fetches the content it lacks by hash. Parallel attempts spread.
 	Placement string `json:"placement,omitempty"`
+	// TTL, a Go duration ("2h"), makes the fork expire: its owner
+	// deletes it once the time passed (VaultInfo.ExpiresAt).
+	TTL string `json:"ttl,omitempty"`
 }
 
 // Fork placements (VaultForkArgs.Placement).
@@ -128,7 +131,7 @@ type RmArgs struct {
 	Force     bool   `json:"force,omitempty"`
 }
 
-// MoveArgs: file.mv and file.cp.
+// MoveArgs: file.mv, file.cp and file.ln (Src the existing name, Dst the new one).
 type MoveArgs struct {
 	Src       string `json:"src"`
 	Dst       string `json:"dst"`

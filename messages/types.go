@@ -16,6 +16,9 @@ type VaultInfo struct {
 	Parent      *string   `json:"parent"`
 	Quota       QuotaArgs `json:"quota"`
 	Worker      string    `json:"worker"`
+	// ExpiresAt is when the vault's owner deletes it (a fork made with
+	// a TTL), RFC 3339; null: never.
+	ExpiresAt *string `json:"expires_at"`
 }
 
 // VaultResult: vault.create, vault.info (and `vault use`).
@@ -98,6 +101,9 @@ type Entry struct {
 	Mtime  string `json:"mtime"`
 	Ino    uint64 `json:"ino"`
 	Target string `json:"target,omitempty"`
+	// Nlink is the link count: the names of a file (more than one for a
+	// hard link), 2 plus the subdirectories of a directory.
+	Nlink uint32 `json:"nlink"`
 }
 
 // LsResult: file.ls.
@@ -106,7 +112,7 @@ type LsResult struct {
 	Entries []Entry `json:"entries"`
 }
 
-// PathResult: file.mkdir, file.rm, file.mv, file.cp.
+// PathResult: file.mkdir, file.rm, file.mv, file.cp, file.ln.
 type PathResult struct {
 	Path    string `json:"path"`
 	From    string `json:"from,omitempty"`
@@ -188,12 +194,18 @@ type DiffResult struct {
 type Usage struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
+	// UniqueBytes is what max_size_mb counts in the unique quota mode
+	// (the distinct chunks the live tree references); null in logical
+	// mode, where Bytes is what it counts.
+	UniqueBytes *int64 `json:"unique_bytes,omitempty"`
 }
 
-// QuotaResult: quota.get, quota.set.
+// QuotaResult: quota.get, quota.set. Mode is the vault's quota mode,
+// logical or unique (vault.set quota_mode).
 type QuotaResult struct {
 	Quota QuotaArgs `json:"quota"`
 	Usage Usage     `json:"usage"`
+	Mode  string    `json:"mode"`
 }
 
 // AuditEvent is one audit record.

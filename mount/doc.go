@@ -130,10 +130,17 @@
 //     from the kernel's page cache does not). A name over 255 bytes is
 //     ENAMETOOLONG for every call; a path from the vault root may be far
 //     longer than 4,096 bytes (vault.MaxTreePathLen).
-//   - Not supported: hard links (link(2) answers EPERM, git falls back to
-//     rename), extended attributes (EOPNOTSUPP), RENAME_EXCHANGE
-//     (EINVAL), O_TMPFILE (EOPNOTSUPP).
-//     POSIX locks are handled by the kernel locally.
+//   - Hard links are vault hard links (vault.Tx.Link): one inode, one
+//     number, under several names, with its link count. An entry keeps
+//     every name the mount has seen for it (entry.links); its path, for
+//     the vault, is any of them. link(2) and RENAME_EXCHANGE commit at
+//     once.
+//   - O_TMPFILE: the unnamed file lives in memory (at most 64 MiB, as an
+//     unlinked file's content) until linkat gives it a name, which
+//     creates it in the vault, under the inode number reserved for it,
+//     with its content; closed unnamed, it leaves nothing.
+//   - Not supported: extended attributes (EOPNOTSUPP). POSIX locks are
+//     handled by the kernel locally.
 //
 // # Locks
 //

@@ -39,9 +39,14 @@ type entry struct {
 	rdev     uint64
 	nlink    uint32
 
-	parent    *entry // nil for the root and for removed entries
-	name      string
+	parent *entry // nil for the root and for removed entries
+	name   string
+	// links are the other names of a hard-linked non-directory that the
+	// mount knows of (in the directories it loaded); (parent, name) is
+	// the one its path is made of.
+	links     []place
 	unlinked  bool // removed from the tree while still open
+	tmp       bool // made by O_TMPFILE and not yet linked: only in memory
 	stale     bool // the root after Invalidate: attributes must be read again
 	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
 	queued    bool // created through the mount, the create still in the queue
@@ -73,6 +78,78 @@ func (e *entry) refresh(v vault.Entry) {
 	e.mtime, e.ctime, e.atime = v.Mtime.UnixNano(), v.Ctime.UnixNano(), v.Atime.UnixNano()
 	e.uid, e.gid, e.rdev, e.nlink = v.Uid, v.Gid, v.Rdev, v.Nlink
 	e.stale = false
+}
+
+// place is one name of an entry: a directory and a name in it.
+type place struct {
+	dir  *entry
+	name string
+}
+
+// hasPlaceLocked reports whether (d, name) is one of c's names. Caller
+// holds m.mu.
+func (c *entry) hasPlaceLocked(d *entry, name string) bool {
+	if c.parent == d && c.name == name {
+		return true
+	}
+	for _, l := range c.links {
+		if l.dir == d && l.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// addPlaceLocked records (d, name) as a name of c: its path's, if it has
+// none, else another (a hard link). Caller holds m.mu.
+func (c *entry) addPlaceLocked(d *entry, name string) {
+	switch {
+	case c.hasPlaceLocked(d, name):
+	case c.parent == nil || c.kind == vault.KindDir:
+		c.parent, c.name = d, name
+	default:
+		c.links = append(c.links, place{d, name})
+	}
+}
+
+// dropPlaceLocked forgets (d, name) as a name of c and reports whether c
+// has another one left, which then makes its path. Caller holds m.mu.
+func (c *entry) dropPlaceLocked(d *entry, name string) bool {
+	for i, l := range c.links {
+		if l.dir == d && l.name == name {
+			c.links = append(c.links[:i], c.links[i+1:]...)
+			return true
+		}
+	}
+	if c.parent == d && c.name == name && len(c.links) > 0 {
+		c.parent, c.name = c.links[0].dir, c.links[0].name
+		c.links = c.links[1:]
+		return true
+	}
+	return false
+}
+
+// unlinkNameLocked takes name out of directory d after the vault removed
+// it at now: of an entry with other names, just that name (and one
+// link); otherwise the entry (removeLocked). Caller holds m.mu.
+func (m *Mount) unlinkNameLocked(d *entry, name string, c *entry, now time.Time) {
+	if c.kind != vault.KindDir && c.dropPlaceLocked(d, name) {
+		if d.children != nil && d.children[name] == c {
+			delete(d.children, name)
+		}
+		c.nlink = max(c.nlink, 2) - 1
+		c.ctime = now.UnixNano()
+		return
+	}
+	m.removeLocked(c)
+}
+
+// otherNames reports whether c has a name besides the one being removed:
+// then it is not orphaned.
+func (m *Mount) otherNames(c *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return c.kind != vault.KindDir && len(c.links) > 0
 }
 
 // kindBits pairs each vault kind with its S_IFMT bits.
@@ -338,8 +415,13 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 			m.metas[v.Ino] = c
 		}
 		// An entry already known (created through the mount before
-		// the listing was needed) is newer than the vault's copy.
-		c.parent, c.name = d, v.Name
+		// the listing was needed) is newer than the vault's copy. One
+		// with several names keeps the others (hard links).
+		if v.Nlink > 1 && v.Kind != vault.KindDir {
+			c.addPlaceLocked(d, v.Name)
+		} else {
+			c.parent, c.name = d, v.Name
+		}
 		d.children[v.Name] = c
 	}
 	return 0
@@ -381,7 +463,12 @@ func (m *Mount) removeLocked(c *entry) {
 	if c.parent != nil {
 		c.parent.nlink -= subdir(c)
 	}
-	c.parent = nil
+	for _, l := range c.links {
+		if l.dir.children != nil && l.dir.children[l.name] == c {
+			delete(l.dir.children, l.name)
+		}
+	}
+	c.parent, c.links = nil, nil
 	c.unlinked = true
 	m.uncacheLocked(c)
 	if c.data == nil || c.data.opens == 0 {

@@ -53,6 +53,10 @@ func Errno(err error) syscall.Errno {
 		return syscall.EINVAL
 	case errors.Is(err, vault.ErrReadOnly):
 		return syscall.EROFS
+	case errors.Is(err, vault.ErrPermission):
+		return syscall.EPERM
+	case errors.Is(err, vault.ErrTooManyLinks):
+		return syscall.EMLINK
 	case errors.Is(err, vault.ErrConflict):
 		// The database stayed locked past its busy timeout (or a chunk
 		// went missing): the resource is busy, not the request wrong.

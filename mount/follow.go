@@ -163,7 +163,8 @@ func (m *Mount) catchUp(ctx context.Context) error {
 // the tree; unknown actions are assumed to.
 func changesTree(action string) bool {
 	switch action {
-	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set":
+	case "vault.fork", "vault.forked", "checkpoint.save", "checkpoint.delete", "quota.set",
+		"checkpoint.prune", "vault.set", "audit.clear":
 		return false
 	}
 	return !strings.HasPrefix(action, "exec.") && !strings.HasPrefix(action, "approval.")
@@ -301,7 +302,7 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var notes []kernelNote
-	replaced := map[*entry][]*entry{}
+	replaced := map[*entry][]place{}
 	for d, l := range got {
 		if l.gone || !m.currentLocked(d) || d.children == nil {
 			continue
@@ -321,10 +322,15 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 				continue
 			}
 			n := m.metas[v.Ino]
+			linked := v.Nlink > 1 && v.Kind != vault.KindDir
 			switch {
 			case n == nil || n.unlinked:
 				n = newEntry(v)
 				m.metas[v.Ino] = n
+			case linked:
+				// Another name of a hard-linked file: its other
+				// names stay, unless their listings drop them.
+				notes = m.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
 			default:
 				// Moved here from another directory.
 				if op := n.parent; op != nil && op.children != nil && op.children[n.name] == n {
@@ -336,9 +342,13 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 				notes = m.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
 			}
 			if c != nil {
-				replaced[d] = append(replaced[d], c)
+				replaced[d] = append(replaced[d], place{c, v.Name})
 			}
-			n.parent, n.name = d, v.Name
+			if linked {
+				n.addPlaceLocked(d, v.Name)
+			} else {
+				n.parent, n.name = d, v.Name
+			}
 			d.children[v.Name] = n
 			delete(d.negative, v.Name)
 			notes = append(notes, kernelNote{path: dp, name: v.Name}, kernelNote{path: dp, data: true})
@@ -353,16 +363,20 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 		for _, v := range l.list {
 			names[v.Name] = struct{}{}
 		}
-		gone := replaced[d]
+		gone := replaced[d] // (entry, name), not (directory, name)
 		for name, c := range d.children {
 			if _, ok := names[name]; !ok {
 				delete(d.children, name)
-				gone = append(gone, c)
+				gone = append(gone, place{c, name})
 				notes = append(notes, kernelNote{path: dp, name: name}, kernelNote{path: dp, data: true})
 			}
 		}
-		for _, c := range gone {
-			if c.parent == d && d.children[c.name] != c {
+		for _, g := range gone {
+			c := g.dir
+			switch {
+			case c.kind != vault.KindDir && d.children[g.name] != c && c.dropPlaceLocked(d, g.name):
+				// One name of a hard-linked file; the others stay.
+			case c.parent == d && d.children[c.name] != c:
 				m.dropLocked(c, locked)
 			}
 		}
@@ -400,7 +414,7 @@ func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
 // cached ones.
 func changed(e *entry, v vault.Entry) bool {
 	return e.stale || e.mode != uint32(v.Mode.Perm()) || e.size != v.Size || e.target != v.Target ||
-		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano()
+		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano() || e.nlink != v.Nlink
 }
 
 // refreshLocked takes the vault's attributes of c at path p, unless the
@@ -414,6 +428,17 @@ func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fil
 	}
 	content := c.kind == vault.KindFile && (c.size != v.Size || c.mtime != v.Mtime.UnixNano() || c.ctime != v.Ctime.UnixNano())
 	c.refresh(v)
+	if c.nlink > 1 && c.kind != vault.KindDir {
+		// A hard-linked file: the kernel may know it by another name.
+		if q, ok := m.pathLocked(c); ok && q != p {
+			notes = append(notes, kernelNote{path: q, data: content})
+		}
+		for _, l := range c.links {
+			if dp, ok := m.pathLocked(l.dir); ok {
+				notes = append(notes, kernelNote{path: childPath(dp, l.name), data: content})
+			}
+		}
+	}
 	if !content {
 		return append(notes, kernelNote{path: p})
 	}
@@ -438,8 +463,11 @@ func (m *Mount) dropLocked(c *entry, locked map[*fileData]struct{}) {
 			d.orphan, d.orphanData = true, m.cachedLocked(c)
 		}
 	}
-	for _, k := range c.children {
-		if k.parent == c {
+	for name, k := range c.children {
+		switch {
+		case k.kind != vault.KindDir && k.dropPlaceLocked(c, name):
+			// A hard-linked file keeps its names elsewhere.
+		case k.parent == c:
 			m.dropLocked(k, locked)
 		}
 	}

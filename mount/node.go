@@ -240,6 +240,30 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	return in, h, fl, 0
 }
 
+var _ = (fs.NodeTmpfiler)((*dirNode)(nil))
+
+// Tmpfile makes a file with no name (O_TMPFILE) and opens it. It lives in
+// memory until it is linked into place (linkat through /proc/self/fd),
+// which creates it in the vault with its content; closed unlinked, it
+// leaves nothing.
+func (d *dirNode) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	uid, gid := d.m.creator(ctx)
+	e, errno := d.m.tmpfile(d.m.ctx, d.ino, mode&0o7777, uid, gid)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	d.m.mu.Lock()
+	d.m.fillAttr(e, &out.Attr)
+	d.m.mu.Unlock()
+	ops, id := d.m.newNode(e)
+	in := d.NewInode(ctx, ops, id)
+	h, fl := d.m.open(e, in, flags)
+	h.d.mu.Lock()
+	h.d.orphan, h.d.orphanData = true, []byte{} // its writes stay in memory until a link
+	h.d.mu.Unlock()
+	return in, h, fl, 0
+}
+
 var _ = (fs.NodeMknoder)((*dirNode)(nil))
 
 // Mknod creates a regular file, fifo, socket or device node. The kernel
@@ -271,14 +295,13 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 
 var _ = (fs.NodeLinker)((*dirNode)(nil))
 
-// Link fails with EPERM: the vault has no hard links, and link(2) answers
-// EPERM on a file system that does not support them. git falls back to
-// rename(2) on this error.
+// Link makes name another name of target (a hard link).
 func (d *dirNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if d.m.ro {
-		return nil, syscall.EROFS
+	e, errno := d.m.link(d.m.ctx, target.EmbeddedInode().StableAttr().Ino, d.ino, name)
+	if errno != 0 {
+		return nil, errno
 	}
-	return nil, syscall.EPERM
+	return d.child(ctx, e, out), 0
 }
 
 var _ = (fs.NodeUnlinker)((*dirNode)(nil))

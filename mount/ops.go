@@ -195,17 +195,23 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 	if errno := m.checkKind(ctx, c, rmdir); errno != 0 {
 		return errno
 	}
-	p, errno := m.path(c)
+	dp, errno := m.path(d)
 	if errno != 0 {
 		return errno
 	}
-	o := m.keepOpen(c)
+	// The name removed, which of a hard-linked file need not be the
+	// one its path is made of.
+	p := childPath(dp, name)
+	var o orphaning
+	if !m.otherNames(c) {
+		o = m.keepOpen(c)
+	}
 	if o.ready() {
 		now := time.Now()
 		m.enqueue(change{op: opRemove, from: p, rmdir: rmdir, at: now})
 		o.done(true)
 		m.mu.Lock()
-		m.removeLocked(c)
+		m.unlinkNameLocked(d, name, c, now)
 		d.touch(now)
 		m.mu.Unlock()
 		return 0
@@ -225,7 +231,7 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 		return m.errno("remove", p, err)
 	}
 	m.mu.Lock()
-	m.removeLocked(c)
+	m.unlinkNameLocked(d, name, c, now)
 	d.touch(now)
 	m.mu.Unlock()
 	return 0
@@ -237,6 +243,9 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string, flags uint32) syscall.Errno {
 	if m.ro {
 		return syscall.EROFS
+	}
+	if flags == unix.RENAME_EXCHANGE {
+		return m.exchange(ctx, dirIno, name, newDirIno, newName)
 	}
 	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
 		return syscall.EINVAL
@@ -264,10 +273,11 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 	if errno := m.checkRename(ctx, c, dd, newName, victim, noReplace); errno != 0 {
 		return errno
 	}
-	sp, errno := m.path(c)
+	sp, errno := m.path(sd)
 	if errno != 0 {
 		return errno
 	}
+	sp = childPath(sp, name)
 	dp, errno := m.path(dd)
 	if errno != 0 {
 		return errno
@@ -277,7 +287,7 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 		return syscall.ENAMETOOLONG
 	}
 	var o orphaning
-	if victim != nil {
+	if victim != nil && !m.otherNames(victim) {
 		o = m.keepOpen(victim)
 	}
 	if o.ready() {
@@ -308,20 +318,250 @@ func (m *Mount) move(sd *entry, name string, c, dd *entry, newName string, victi
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if victim != nil {
-		m.removeLocked(victim)
+		m.unlinkNameLocked(dd, newName, victim, now)
 	}
 	if sd.children != nil && sd.children[name] == c {
 		delete(sd.children, name)
 	}
 	sd.nlink -= subdir(c)
 	dd.nlink += subdir(c)
-	c.parent, c.name = dd, newName
+	if c.kind != vault.KindDir && c.dropPlaceLocked(sd, name) {
+		c.addPlaceLocked(dd, newName) // one of several names moved
+	} else {
+		c.parent, c.name = dd, newName
+	}
 	if dd.children != nil {
 		dd.children[newName] = c
 	}
 	delete(dd.negative, newName)
 	sd.touch(now)
 	dd.touch(now)
+}
+
+// exchange swaps name in dirIno and newName in newDirIno
+// (RENAME_EXCHANGE), in one vault transaction.
+func (m *Mount) exchange(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string) syscall.Errno {
+	m.nsMu.Lock()
+	defer m.nsMu.Unlock()
+	sd, dd := m.entry(dirIno), m.entry(newDirIno)
+	if sd == nil || dd == nil {
+		return errGone
+	}
+	a, errno := m.lookupHeld(ctx, sd, name)
+	if errno != 0 {
+		return errno
+	}
+	b, errno := m.lookupHeld(ctx, dd, newName)
+	if errno != 0 {
+		return errno
+	}
+	if a == b {
+		return 0
+	}
+	m.mu.Lock()
+	for _, x := range []struct{ moved, into *entry }{{a, dd}, {b, sd}} {
+		if x.moved.kind != vault.KindDir {
+			continue
+		}
+		for d := x.into; d != nil; d = d.parent {
+			if d == x.moved {
+				m.mu.Unlock()
+				return syscall.EINVAL // into itself
+			}
+		}
+	}
+	m.mu.Unlock()
+	sp, errno := m.path(sd)
+	if errno != 0 {
+		return errno
+	}
+	dp, errno := m.path(dd)
+	if errno != 0 {
+		return errno
+	}
+	sp, dp = childPath(sp, name), childPath(dp, newName)
+	var now time.Time
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		now = tx.Time()
+		return tx.Rename(sp, dp, vault.RenameOptions{Exchange: true})
+	})
+	if err != nil {
+		return m.errno("rename", sp, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	swap := func(c, from *entry, fromName string, to *entry, toName string) {
+		if c.kind != vault.KindDir && c.dropPlaceLocked(from, fromName) {
+			c.addPlaceLocked(to, toName)
+		} else {
+			c.parent, c.name = to, toName
+		}
+		if to.children != nil {
+			to.children[toName] = c
+		}
+	}
+	swap(a, sd, name, dd, newName)
+	swap(b, dd, newName, sd, name)
+	sd.nlink += subdir(b) - subdir(a)
+	dd.nlink += subdir(a) - subdir(b)
+	sd.touch(now)
+	dd.touch(now)
+	return 0
+}
+
+// link makes newName in directory dirIno another name of the entry ino
+// (a hard link), in one vault transaction.
+func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*entry, syscall.Errno) {
+	if m.ro {
+		return nil, syscall.EROFS
+	}
+	if len(newName) > vault.MaxNameLen {
+		return nil, syscall.ENAMETOOLONG
+	}
+	m.nsMu.Lock()
+	defer m.nsMu.Unlock()
+	c, d := m.entry(ino), m.entry(dirIno)
+	if c == nil || d == nil {
+		return nil, errGone
+	}
+	if c.kind == vault.KindDir {
+		return nil, syscall.EPERM
+	}
+	switch _, errno := m.lookupHeld(ctx, d, newName); errno {
+	case 0:
+		return nil, syscall.EEXIST
+	case syscall.ENOENT:
+	default:
+		return nil, errno
+	}
+	m.mu.Lock()
+	tmp := c.tmp
+	m.mu.Unlock()
+	if tmp {
+		return m.linkTmp(ctx, c, d, newName)
+	}
+	op, errno := m.path(c)
+	if errno != 0 {
+		return nil, errno
+	}
+	dp, errno := m.path(d)
+	if errno != 0 {
+		return nil, errno
+	}
+	np := childPath(dp, newName)
+	var st vault.Entry
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		if err := tx.Link(op, np); err != nil {
+			return err
+		}
+		var err error
+		st, err = tx.Stat(np)
+		return err
+	})
+	if err != nil {
+		return nil, m.errno("link", np, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.data == nil || !c.data.dirty {
+		c.refresh(st)
+	} else {
+		c.nlink, c.ctime = st.Nlink, st.Ctime.UnixNano()
+	}
+	c.addPlaceLocked(d, newName)
+	if d.children != nil {
+		d.children[newName] = c
+	}
+	delete(d.negative, newName)
+	d.touch(st.Ctime)
+	return c, 0
+}
+
+// tmpfile makes the in-memory entry of an O_TMPFILE file in directory
+// dirIno, with mode bits perm, owned by uid and gid. Its inode number is
+// reserved in the vault, so a link can create it under that number.
+func (m *Mount) tmpfile(ctx context.Context, dirIno uint64, perm, uid, gid uint32) (*entry, syscall.Errno) {
+	if m.ro {
+		return nil, syscall.EROFS
+	}
+	d := m.entry(dirIno)
+	if d == nil {
+		return nil, errGone
+	}
+	ino, ok := m.takeIno()
+	if !ok {
+		if err := m.update(ctx, func(tx *vault.Tx) error {
+			ino = tx.ReserveInos(1)
+			return nil
+		}); err != nil {
+			return nil, m.errno("create", "", err)
+		}
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mode, g := vault.Inherit(vault.FileMode(d.mode), d.gid, vault.KindFile, vault.FileMode(perm), int64(gid))
+	e := newEntry(vault.Entry{Kind: vault.KindFile, Mode: mode, Ino: ino, Mtime: now, Ctime: now, Atime: now,
+		Uid: int64(uid), Gid: g, Nlink: 1})
+	e.unlinked, e.tmp = true, true
+	m.metas[ino] = e
+	return e, 0
+}
+
+// linkTmp gives O_TMPFILE file c its first name, newName in directory d:
+// the vault creates it there, under its reserved inode number, with the
+// content written so far. Caller holds m.nsMu exclusively.
+func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entry, syscall.Errno) {
+	m.mu.Lock()
+	fd := c.data
+	m.mu.Unlock()
+	if fd == nil {
+		return nil, syscall.ENOENT // closed: gone
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	data := make([]byte, fd.size)
+	if _, err := fd.read(data, 0, func(buf []byte, _ int64) (int, error) { clear(buf); return len(buf), nil }); err != nil {
+		return nil, m.errno("link", "", err)
+	}
+	dp, errno := m.path(d)
+	if errno != 0 {
+		return nil, errno
+	}
+	np := childPath(dp, newName)
+	m.mu.Lock()
+	mode, uid, gid := vault.FileMode(c.mode), c.uid, c.gid
+	m.mu.Unlock()
+	var st vault.Entry
+	err := m.update(ctx, func(tx *vault.Tx) error {
+		err := tx.AsOwner(uint32(uid), uint32(gid), func() error {
+			return tx.CreateWithIno(c.ino, func() error {
+				return createIn(tx, np, newSpec{kind: vault.KindFile}, mode, data)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		st, err = tx.Stat(np)
+		return err
+	})
+	if err != nil {
+		return nil, m.errno("link", np, err)
+	}
+	m.account(fd, func() { fd.committed(st.Mtime.UnixNano()) })
+	fd.orphan, fd.orphanData = false, nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c.refresh(st)
+	c.unlinked, c.tmp = false, false
+	c.parent, c.name = d, newName
+	m.metas[c.ino] = c
+	if d.children != nil {
+		d.children[newName] = c
+	}
+	delete(d.negative, newName)
+	d.touch(st.Ctime)
+	return c, 0
 }
 
 // checkKind does the checks of rmdir(2) and unlink(2) that the vault
@@ -939,12 +1179,17 @@ func (m *Mount) chattr(ctx context.Context, e *entry, a vault.Attrs) syscall.Err
 // holds m.nsMu (shared: no rename can change the path before the change
 // is queued) and d.mu if d is not nil.
 func (m *Mount) chattrQueued(e *entry, d *fileData, a vault.Attrs) syscall.Errno {
-	p, errno := m.path(e)
-	if errno != 0 {
-		return errno
-	}
+	m.mu.Lock()
+	tmp := e.tmp
+	m.mu.Unlock()
 	at := time.Now()
-	m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
+	if !tmp { // an O_TMPFILE file's attributes reach the vault with its link
+		p, errno := m.path(e)
+		if errno != 0 {
+			return errno
+		}
+		m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
+	}
 	now := at.UnixNano()
 	if d != nil && a.Mtime != nil {
 		d.vmtime = a.Mtime.UnixNano() // what a failed commit goes back to

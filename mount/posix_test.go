@@ -15,8 +15,6 @@ import (
 // TestPosix runs each in a child process and requires it to fail, so an
 // entry that starts passing must be removed.
 var unsupported = map[string]string{
-	"Link":             "the vault has no hard links: link(2) answers EPERM",
-	"LinkUnlinkRename": "the vault has no hard links: link(2) answers EPERM",
 	"FcntlFlockLocksFile": "expects a second F_SETLK by the same process to conflict, which POSIX " +
 		"record locks never do (ext4 fails it too; go-fuse's own TestAll skips it); locks are the kernel's",
 }

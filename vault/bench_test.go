@@ -573,3 +573,78 @@ func BenchmarkSQLLookup(b *testing.B) {
 		run(b, func(tx *sql.Tx) *sql.Row { return tx.StmtContext(ctx, st).QueryRowContext(ctx, root, "src") })
 	})
 }
+
+// BenchmarkAutoCheckpointRetained saves auto-checkpoints of an N-file
+// vault that keeps 50 of them: past the first 50, each save also deletes
+// the oldest one, in its own transaction.
+func BenchmarkAutoCheckpointRetained(b *testing.B) {
+	for _, sh := range countShapes[:1] {
+		b.Run(sh.String(), func(b *testing.B) {
+			ctx := context.Background()
+			f := fixture(b, sh.files, sh.size)
+			v := f.fork(b, "auto")
+			keep := int64(50)
+			if _, err := v.SetSettings(ctx, Settings{AutoKeep: &keep}, Meta{}); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for ; i < 50; i++ {
+				if _, err := v.SaveCheckpoint(ctx, fmt.Sprintf("a%d", i), "", true, Meta{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var lat latencies
+			for b.Loop() {
+				i++
+				t := time.Now()
+				if _, err := v.SaveCheckpoint(ctx, fmt.Sprintf("a%d", i), "", true, Meta{}); err != nil {
+					b.Fatal(err)
+				}
+				lat.since(t)
+			}
+			lat.reportMS(b)
+			if cs, _ := v.Checkpoints(ctx); len(cs) != 50 {
+				b.Fatalf("%d checkpoints kept, want 50", len(cs))
+			}
+		})
+	}
+}
+
+// BenchmarkUniqueQuotaWrite writes a small file to an N-file vault in the
+// unique quota mode whose logical size is past its limit and unique size
+// is not (a copied directory counts once): the quota check walks the tree
+// to count unique bytes, on every such write.
+func BenchmarkUniqueQuotaWrite(b *testing.B) {
+	for _, sh := range countShapes[:1] {
+		b.Run(sh.String(), func(b *testing.B) {
+			ctx := context.Background()
+			f := fixture(b, sh.files, sh.size)
+			v := f.fork(b, "uq")
+			if err := v.Copy(ctx, "/d00/s00", "/copy", true, Meta{}); err != nil {
+				b.Fatal(err)
+			}
+			in, err := v.Info(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			limit := in.StoredBytes>>20 + 1 // above unique, below logical
+			if _, err := v.SetQuota(ctx, Quota{MaxSizeMB: &limit}, Meta{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := v.SetSettings(ctx, Settings{QuotaMode: QuotaUnique}, Meta{}); err != nil {
+				b.Fatal(err)
+			}
+			var lat latencies
+			i := 0
+			for b.Loop() {
+				i++
+				t := time.Now()
+				if _, err := v.WriteFile(ctx, fmt.Sprintf("/small-%d.txt", i), []byte("x"), WriteOptions{}, Meta{}); err != nil {
+					b.Fatal(err)
+				}
+				lat.since(t)
+			}
+			lat.reportMS(b)
+		})
+	}
+}

@@ -61,6 +61,13 @@ func (t *Tx) SaveCheckpoint(name, message string, auto bool) (Checkpoint, error)
 	}
 	t.v.epoch++
 	t.audit("checkpoint.save", "/", map[string]any{"checkpoint": name, "auto": auto})
+	if auto {
+		// Retention runs in the transaction that adds one, so auto
+		// checkpoints never pile up past it.
+		if _, err := t.pruneAuto(name); err != nil {
+			return Checkpoint{}, err
+		}
+	}
 	return c, nil
 }
 

@@ -107,11 +107,12 @@ func (t *Tx) content(n *node) ([]byte, error) {
 // rewrite sets n's size to size and its bytes at off to data (off+len(data)
 // must not exceed size). Its cost follows len(data), not the file's size:
 // a cut re-stores at most the new last chunk, an extension adds one hole
-// record, and only the chunks data touches are read and stored again. A
-// chunk whose content comes out unchanged is not stored again, one that
-// data covers whole is not read, and one that comes out all zeros becomes
-// a hole.
+// record (and pads a short last chunk, see padChunk), and only the chunks
+// data touches are read and stored again. A chunk whose content comes out
+// unchanged is not stored again, one that data covers whole is not read,
+// and one that comes out all zeros becomes a hole.
 func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
+	oldSize := n.size
 	if size != n.size {
 		if err := t.loadChunks(n); err != nil {
 			return err
@@ -120,10 +121,15 @@ func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
 			return err
 		}
 	}
+	first, last := off/ChunkSize, (off+int64(len(data))-1)/ChunkSize
+	if idx := oldSize / ChunkSize; size > oldSize && oldSize%ChunkSize != 0 && (len(data) == 0 || idx < first || idx > last) {
+		if err := t.padChunk(n, idx); err != nil {
+			return err
+		}
+	}
 	if len(data) == 0 {
 		return nil
 	}
-	first, last := off/ChunkSize, (off+int64(len(data))-1)/ChunkSize
 	cur, err := t.hashes(n, first, last+1)
 	if err != nil {
 		return err
@@ -164,6 +170,34 @@ func (t *Tx) rewrite(n *node, off int64, data []byte, size int64) error {
 		return nil
 	}
 	n.chunks = spliceList(n.chunks, newN, first, last+1, ins)
+	return nil
+}
+
+// padChunk stores content chunk idx of n, whose list is loaded, again
+// with the zeros that now follow it up to its slot's end or the end of
+// file. A file that grew keeps its old last chunk short otherwise, and
+// the same content would have two chunk lists: a change summary, which
+// compares lists, would report a file whose bytes did not change.
+func (t *Tx) padChunk(n *node, idx int64) error {
+	rec := cutList(n.chunks, idx, idx+1)
+	if _, hole := holeRun(rec); hole {
+		return nil
+	}
+	prev, err := t.chunk(rec)
+	if err != nil {
+		return err
+	}
+	want := min(ChunkSize, n.size-idx*ChunkSize)
+	if int64(len(prev)) >= want {
+		return nil
+	}
+	buf := make([]byte, want)
+	copy(buf, prev)
+	h, err := t.putChunk(buf)
+	if err != nil {
+		return err
+	}
+	n.chunks = spliceList(n.chunks, nchunks(n.size), idx, idx+1, h[:])
 	return nil
 }
 

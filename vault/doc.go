@@ -15,10 +15,21 @@
 // hole costs one record whatever its length, so sparse files cost what
 // their content costs, in space and time.
 //
+// An inode with several names (a hard link, links.go) lives in a hidden
+// directory of the root, under its inode number; each name is a stub
+// that names it, and everything done to the inode goes to the hidden
+// entry, so one copy serves every name and checkpoints, forks, export and
+// GC carry it like any subtree.
+//
 // Every committed write transaction on a vault takes the next number of
 // its change sequence and stamps its audit events with it (log.go):
 // another process that caches the vault (a mount) follows the log to
 // learn what changed.
+//
+// A fork keeps the tree it started from as its hidden checkpoint
+// ".fork-point", so Merge can bring its changes back three-way
+// (merge.go); hidden checkpoints (names starting with '.') are not
+// listed, and an export keeps only that one.
 //
 // Invariants:
 //   - A node whose (vault, epoch) differs from its vault's current one is

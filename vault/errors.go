@@ -22,6 +22,11 @@ var (
 	ErrQuota             = errors.New("quota exceeded")
 	ErrConflict          = errors.New("conflict")
 	ErrReadOnly          = errors.New("read-only")
+	// ErrPermission is an operation no caller may make, as EPERM: a hard
+	// link to a directory.
+	ErrPermission = errors.New("operation not permitted")
+	// ErrTooManyLinks is a hard link past MaxLinks names of one inode.
+	ErrTooManyLinks = errors.New("too many links")
 )
 
 // PathError records the operation and vault path that failed.
@@ -42,9 +47,15 @@ type QuotaError struct {
 	Max       int64  // the configured limit, in the limit's own unit
 	Current   int64  // usage before the write, in bytes or files
 	Requested int64  // usage the write would reach, in bytes or files
+	// Mode is how max_size_mb counts bytes (QuotaLogical, QuotaUnique);
+	// "" for the other limits.
+	Mode string
 }
 
 func (e *QuotaError) Error() string {
+	if e.Mode != "" {
+		return fmt.Sprintf("quota exceeded: %s is %d (%s bytes: usage %d, would be %d)", e.Limit, e.Max, e.Mode, e.Current, e.Requested)
+	}
 	return fmt.Sprintf("quota exceeded: %s is %d (usage %d, would be %d)", e.Limit, e.Max, e.Current, e.Requested)
 }
 

@@ -68,13 +68,19 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 		stmts := []string{
 			`INSERT INTO ex.meta(key, value) VALUES('format', '` + exportFormat + `')`,
 			`INSERT INTO ex.vaults SELECT * FROM vaults WHERE id=?1`,
-			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`,
-			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND substr(name, 1, 1) != '.'`) +
+			`INSERT INTO ex.checkpoints SELECT * FROM checkpoints WHERE vault=?1 AND (substr(name, 1, 1) != '.' OR name = '` + forkPoint + `')`,
+			fmt.Sprintf(reachableSQL, `SELECT root FROM vaults WHERE id=?1 UNION SELECT root FROM checkpoints WHERE vault=?1 AND (substr(name, 1, 1) != '.' OR name = '`+forkPoint+`')`) +
 				` INSERT INTO ex.nodes SELECT n.* FROM nodes n JOIN live ON n.id = live.id`,
 			`INSERT INTO ex.dirents SELECT d.* FROM dirents d WHERE d.dir IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.node_meta SELECT m.* FROM node_meta m WHERE m.node IN (SELECT id FROM ex.nodes)`,
 			`INSERT INTO ex.audit SELECT * FROM audit WHERE vault_id=?1`,
 			`INSERT INTO ex.requests(` + requestCols + `) SELECT ` + requestCols + ` FROM requests WHERE (namespace, vault) = (SELECT namespace, name FROM vaults WHERE id=?1)`,
+			// File history travels flattened: the versions the vault sees,
+			// its own and its sources' up to the fork points, become the
+			// exported vault's own (importers have no sources to link to).
+			historySources + ` INSERT INTO ex.versions(id, vault, path, version, size, chunks, created_at) SELECT v.id, ?1, v.path, v.version, v.size, v.chunks, v.created_at FROM versions v JOIN src ON v.vault = src.vault AND v.id <= src.cut`,
+			`INSERT INTO ex.history_settings SELECT * FROM history_settings WHERE vault=?1`,
+			`INSERT INTO ex.vault_settings SELECT * FROM vault_settings WHERE vault=?1`,
 		}
 		if !withChunks {
 			stmts = append(stmts, `INSERT INTO ex.meta(key, value) VALUES('chunks', 'by-hash')`)
@@ -88,7 +94,7 @@ func (s *Store) export(ctx context.Context, ns, name, file string, withChunks bo
 			return nil
 		}
 		// Chunks: the distinct hashes the exported nodes list.
-		return copyChunks(ctx, c, "ex.nodes", "main.chunks", "ex.chunks")
+		return copyChunks(ctx, c, "(SELECT chunks FROM ex.nodes UNION ALL SELECT chunks FROM ex.versions)", "main.chunks", "ex.chunks")
 	})
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("export %q: %w", name, err)
@@ -176,7 +182,7 @@ func createExportFile(ctx context.Context, path string) error {
 		return err
 	}
 	defer db.Close()
-	_, err = db.ExecContext(ctx, schema+";"+metaSchema)
+	_, err = db.ExecContext(ctx, schema+";"+metaSchema+";"+historySchema+";"+settingsSchema)
 	return err
 }
 
@@ -282,6 +288,13 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			return fmt.Errorf("vault %q: %w", name, ErrVaultExists)
 		}
 		if n > 0 {
+			// The outdated copy's history goes with it (what forks of it
+			// share stays, as Delete leaves it).
+			for _, q := range dropHistorySQL {
+				if _, err := c.ExecContext(ctx, q, ns, name); err != nil {
+					return fmt.Errorf("replace: %w", mapSQLErr(err))
+				}
+			}
 			for _, q := range deleteVaultSQL {
 				if _, err := c.ExecContext(ctx, q, ns, name); err != nil {
 					return fmt.Errorf("replace: %w", mapSQLErr(err))
@@ -332,6 +345,23 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 		if hasMeta > 0 {
 			stmts = append(stmts, `INSERT INTO node_meta(node, key, value) SELECT node + ?1, key, value FROM im.node_meta`)
 		}
+		// Files exported before history and settings travelled lack them.
+		hasHistory, err := attachedHas(ctx, c, "im", "versions", "history_settings", "vault_settings")
+		if err != nil {
+			return err
+		}
+		if hasHistory {
+			// A vault moved between workers keeps its expiry; an import
+			// by hand makes a new vault that never expires.
+			expires := `NULL`
+			if replace {
+				expires = `expires_at`
+			}
+			stmts = append(stmts,
+				`INSERT INTO versions(vault, path, version, size, chunks, created_at) SELECT ?2, path, version, size, chunks, created_at FROM im.versions ORDER BY id`,
+				`INSERT INTO history_settings(vault, keep, max_age, coalesce) SELECT ?2, keep, max_age, coalesce FROM im.history_settings`,
+				`INSERT INTO vault_settings(vault, auto_keep, auto_max_age, quota_mode, expires_at) SELECT ?2, auto_keep, auto_max_age, quota_mode, `+expires+` FROM im.vault_settings`)
+		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file), action); err != nil {
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
@@ -365,11 +395,30 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 				return fmt.Errorf("copy: %w", mapSQLErr(err))
 			}
 		}
-		return copyChunks(ctx, c, "im.nodes", "im.chunks", "main.chunks")
+		withVersions := "im.nodes"
+		if hasHistory {
+			withVersions = "(SELECT chunks FROM im.nodes UNION ALL SELECT chunks FROM im.versions)"
+		}
+		return copyChunks(ctx, c, withVersions, "im.chunks", "main.chunks")
 	})
 	if err != nil {
 		return TransferResult{}, fmt.Errorf("import %s: %w", file, err)
 	}
 	info, err := s.Vault(ns, name).Info(ctx)
 	return TransferResult{Info: info, File: file, Bytes: st.Size()}, err
+}
+
+// attachedHas reports whether the attached database alias has every one
+// of tables.
+func attachedHas(ctx context.Context, c *sql.Conn, alias string, tables ...string) (bool, error) {
+	for _, tb := range tables {
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM `+alias+`.sqlite_master WHERE type='table' AND name=?`, tb).Scan(&n); err != nil {
+			return false, mapSQLErr(err)
+		}
+		if n == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }

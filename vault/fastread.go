@@ -73,6 +73,9 @@ func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withDat
 		}
 		return nil, nil, 0, nil, true, pathErr(op, p, ErrNotFound)
 	}
+	if kind == kindLink {
+		return nil, nil, 0, nil, false, nil // a hard link: its inode is elsewhere
+	}
 	n = &node{kind: kind, ino: asInt(v[1]), mode: uint32(asInt(v[2])), size: asInt(v[3]), mtime: asInt(v[4]), ctime: asInt(v[5]), target: asString(v[6])}
 	n.scanAttrs(v[8:13])
 	data, _ = v[13].([]byte)

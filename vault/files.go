@@ -26,6 +26,14 @@ type WriteResult struct {
 // checkQuota fails with a *QuotaError when growing usage by addBytes and
 // addEntries, or a file to fileSize bytes, would break a limit.
 func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error {
+	return t.checkQuotaUnique(addBytes, addBytes, addEntries, oldFileSize, fileSize)
+}
+
+// checkQuotaUnique is checkQuota for a change that adds addUnique bytes
+// of new content at most (a copy adds none): what max_size_mb counts in
+// QuotaUnique mode. Unique bytes never exceed logical ones, so the walk
+// that counts them runs only when the logical size is over the limit.
+func (t *Tx) checkQuotaUnique(addBytes, addUnique, addEntries, oldFileSize, fileSize int64) error {
 	if fileSize > oldFileSize && fileSize > t.s.maxFileSize {
 		return &QuotaError{Limit: "max_file_size", Max: t.s.maxFileSize, Current: oldFileSize, Requested: fileSize}
 	}
@@ -36,8 +44,34 @@ func (t *Tx) checkQuota(addBytes, addEntries, oldFileSize, fileSize int64) error
 	if q.MaxFileSizeMB != nil && fileSize > oldFileSize && fileSize > *q.MaxFileSizeMB<<20 {
 		return &QuotaError{Limit: "max_file_size_mb", Max: *q.MaxFileSizeMB, Current: oldFileSize, Requested: fileSize}
 	}
-	if q.MaxSizeMB != nil && addBytes > 0 && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
-		return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes}
+	// Past the limit in logical bytes (unique ones cannot be over it
+	// otherwise): a logical quota refuses growth; a unique one counts.
+	if q.MaxSizeMB != nil && (addBytes > 0 || addUnique > 0) && addBytes > *q.MaxSizeMB<<20-t.v.bytes {
+		mode, err := t.quotaMode()
+		if err != nil {
+			return err
+		}
+		switch {
+		case mode != QuotaUnique:
+			// No growth is allowed even over a lowered limit.
+			if addBytes > 0 {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: t.v.bytes, Requested: t.v.bytes + addBytes, Mode: QuotaLogical}
+			}
+		case addUnique > 0:
+			limit := *q.MaxSizeMB << 20
+			u, ok := t.uniqueBound()
+			if !ok || addUnique > limit-u {
+				// The bound is not enough: count exactly.
+				if u, err = t.storedBytes(); err != nil {
+					return err
+				}
+			}
+			if addUnique > limit-u {
+				return &QuotaError{Limit: "max_size_mb", Max: *q.MaxSizeMB, Current: u, Requested: u + addUnique, Mode: QuotaUnique}
+			}
+			ub := u + addUnique
+			t.uniq = &ub
+		}
 	}
 	used := t.v.files + t.v.dirs
 	if q.MaxFiles != nil && addEntries > 0 && addEntries > *q.MaxFiles-used {
@@ -101,7 +135,11 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 	if n.kind == KindFile {
 		addBytes = n.size
 	}
-	if err := t.checkQuota(addBytes, 1, 0, addBytes); err != nil {
+	addUnique := addBytes
+	if t.copying {
+		addUnique = 0 // a copy shares its source's chunks
+	}
+	if err := t.checkQuotaUnique(addBytes, addUnique, 1, 0, addBytes); err != nil {
 		return nil, pathErr(op, p, err)
 	}
 	if err := t.makeWritable(parent, pcomps); err != nil {
@@ -241,7 +279,12 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 	if o.Exclusive {
 		return WriteResult{}, pathErr(op, clean, ErrExists)
 	}
-	n := all[len(comps)]
+	// A name of a hard-linked inode: the write goes to the inode.
+	chain, icomps, err := t.deref(op, clean, append(parent, all[len(comps)]), comps)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	n := chain[len(chain)-1]
 	switch n.kind {
 	case KindFile:
 	case KindDir:
@@ -250,8 +293,7 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 		return WriteResult{}, pathErr(op, clean, fmt.Errorf("is a %s: %w", n.kind, ErrInvalidArgument))
 	}
 	newSize := size(n.size)
-	chain := append(parent, n)
-	err = t.changeFile(op, clean, chain, comps, newSize, func(n *node) error {
+	err = t.changeFile(op, clean, chain, icomps, newSize, newSize, func(n *node) error {
 		if o.Mode != 0 {
 			n.mode = ModeBits(o.Mode)
 		}
@@ -268,10 +310,11 @@ func (t *Tx) putFile(p string, o WriteOptions, whole []byte, size func(old int64
 }
 
 // changeFile applies fn to the file at the end of chain after checking that
-// its new size fits the quota, then stores it.
-func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int64, fn func(n *node) error) error {
+// its new size, and at most newContent bytes of new content (what the
+// unique quota mode counts), fit the quota, then stores it.
+func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize, newContent int64, fn func(n *node) error) error {
 	n := chain[len(chain)-1]
-	if err := t.checkQuota(newSize-n.size, 0, n.size, newSize); err != nil {
+	if err := t.checkQuotaUnique(newSize-n.size, newContent, 0, n.size, newSize); err != nil {
 		return pathErr(op, p, err)
 	}
 	if err := t.makeWritable(chain, comps); err != nil {
@@ -290,20 +333,22 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize int
 	return t.recordVersion(p, n.id, nil)
 }
 
-// fileChain resolves p and checks that it is a regular file.
-func (t *Tx) fileChain(op, p string) ([]string, []*node, error) {
-	comps, chain, err := t.resolve(op, p)
+// fileChain resolves p and checks that it is a regular file: comps are
+// p's, chain and icomps the file's (of a hard-linked file, its inode's,
+// see resolveInode).
+func (t *Tx) fileChain(op, p string) (comps []string, chain []*node, icomps []string, err error) {
+	comps, chain, icomps, err = t.resolveInode(op, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	switch k := chain[len(chain)-1].kind; k {
 	case KindFile:
 	case KindDir:
-		return nil, nil, pathErr(op, p, ErrIsDir)
+		return nil, nil, nil, pathErr(op, p, ErrIsDir)
 	default:
-		return nil, nil, pathErr(op, p, fmt.Errorf("is a %s: %w", k, ErrInvalidArgument))
+		return nil, nil, nil, pathErr(op, p, fmt.Errorf("is a %s: %w", k, ErrInvalidArgument))
 	}
-	return comps, chain, nil
+	return comps, chain, icomps, nil
 }
 
 // WriteAt writes data at offset off of the existing file p, rewriting only
@@ -313,13 +358,18 @@ func (t *Tx) WriteAt(p string, off int64, data []byte) (WriteResult, error) {
 	if off < 0 {
 		return WriteResult{}, pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, chain, err := t.fileChain(op, p)
+	comps, chain, icomps, err := t.fileChain(op, p)
 	if err != nil {
 		return WriteResult{}, err
 	}
 	size := max(chain[len(chain)-1].size, off+int64(len(data)))
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
+	// New content: the chunks the data touches.
+	var touched int64
+	if len(data) > 0 {
+		touched = min(size, ((off+int64(len(data))-1)/ChunkSize-off/ChunkSize+1)*ChunkSize)
+	}
+	if err := t.changeFile(op, clean, chain, icomps, size, touched, func(n *node) error { return t.rewrite(n, off, data, size) }); err != nil {
 		return WriteResult{}, err
 	}
 	t.audit("file.write", clean, map[string]any{"size": size, "offset": off, "length": len(data)})
@@ -332,12 +382,13 @@ func (t *Tx) Truncate(p string, size int64) error {
 	if size < 0 {
 		return pathErr(op, p, ErrInvalidArgument)
 	}
-	comps, chain, err := t.fileChain(op, p)
+	comps, chain, icomps, err := t.fileChain(op, p)
 	if err != nil {
 		return err
 	}
 	clean := JoinPath(comps)
-	if err := t.changeFile(op, clean, chain, comps, size, func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
+	// New content: at most the last chunk, cut or padded (a hole is free).
+	if err := t.changeFile(op, clean, chain, icomps, size, min(size, ChunkSize), func(n *node) error { return t.rewrite(n, 0, nil, size) }); err != nil {
 		return err
 	}
 	t.audit("file.truncate", clean, map[string]any{"size": size})
@@ -346,7 +397,7 @@ func (t *Tx) Truncate(p string, size int64) error {
 
 // ReadFile returns the content of file p.
 func (t *Tx) ReadFile(p string) ([]byte, Entry, error) {
-	comps, chain, err := t.fileChain("read", p)
+	comps, chain, _, err := t.fileChain("read", p)
 	if err != nil {
 		return nil, Entry{}, err
 	}
@@ -360,7 +411,7 @@ func (t *Tx) ReadAt(p string, off int64, buf []byte) (int, error) {
 	if off < 0 {
 		return 0, pathErr("read", p, ErrInvalidArgument)
 	}
-	_, chain, err := t.fileChain("read", p)
+	_, chain, _, err := t.fileChain("read", p)
 	if err != nil {
 		return 0, err
 	}
@@ -376,7 +427,7 @@ func nameOf(comps []string) string {
 
 // Stat describes the entry at p without following a final symlink.
 func (t *Tx) Stat(p string) (Entry, error) {
-	comps, chain, err := t.resolve("stat", p)
+	comps, chain, _, err := t.resolveInode("stat", p)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -396,22 +447,44 @@ func (t *Tx) ReadDir(p string) ([]Entry, error) {
 	return t.list(dir.id, JoinPath(comps))
 }
 
+// list lists directory dir, whose path is base; the hidden directory of
+// hard-linked inodes is left out, and a stub shows its inode.
 func (t *Tx) list(dir int64, base string) ([]Entry, error) {
-	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, n.uid, n.gid, n.rdev, n.atime, n.nlink FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? ORDER BY d.name`, dir)
+	rows, err := t.query(`SELECT d.name, n.ino, n.kind, n.mode, n.size, n.mtime, n.ctime, n.target, n.uid, n.gid, n.rdev, n.atime, n.nlink FROM dirents d JOIN nodes n ON n.id = d.child WHERE d.dir=? AND d.name != ? ORDER BY d.name`, dir, linksName)
 	if err != nil {
 		return nil, mapSQLErr(err)
 	}
-	defer rows.Close()
 	var out []Entry
+	var stubs []int
+	var targets []string
 	for rows.Next() {
 		var name string
 		n := &node{}
 		if err := rows.Scan(&name, &n.ino, &n.kind, &n.mode, &n.size, &n.mtime, &n.ctime, &n.target, &n.uid, &n.gid, &n.rdev, &n.atime, &n.nlink); err != nil {
+			rows.Close()
 			return nil, err
+		}
+		if n.kind == kindLink {
+			stubs, targets = append(stubs, len(out)), append(targets, n.target)
 		}
 		out = append(out, n.entry(name, joinChild(base, name)))
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil || len(stubs) == 0 {
+		return out, err
+	}
+	links, err := t.linksOf(t.v.root)
+	if err != nil {
+		return nil, err
+	}
+	for i, at := range stubs {
+		in, err := t.inodeNode(links, &node{target: targets[i]})
+		if err != nil {
+			return nil, err
+		}
+		out[at] = asInode(out[at], in)
+	}
+	return out, nil
 }
 
 func joinChild(base, name string) string {
@@ -573,13 +646,20 @@ func (t *Tx) Remove(p string, o RemoveOptions) error {
 	if err := t.touchDirLinks(dir, -subdir(n)); err != nil {
 		return err
 	}
-	t.audit("remove", clean, map[string]any{"type": n.kind.String(), "recursive": o.Recursive})
+	kind := n.kind
+	if kind == kindLink {
+		kind = KindFile // the inode may be gone now; a hard link is nearly always a file's
+	}
+	t.audit("remove", clean, map[string]any{"type": kind.String(), "recursive": o.Recursive})
 	return nil
 }
 
 // RenameOptions tune Rename.
 type RenameOptions struct {
 	NoReplace bool // fail with ErrExists when dst exists
+	// Exchange swaps src and dst, which must both exist, atomically
+	// (renameat2's RENAME_EXCHANGE).
+	Exchange bool
 }
 
 // Rename moves src to dst with POSIX semantics: an existing dst file is
@@ -606,11 +686,21 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	if len(dcomps) > len(scomps) && JoinPath(dcomps[:len(scomps)]) == sclean {
 		return pathErr(op, dst, fmt.Errorf("cannot move a directory into itself: %w", ErrInvalidArgument))
 	}
+	if o.Exchange && len(scomps) > len(dcomps) && JoinPath(scomps[:len(dcomps)]) == dclean {
+		return pathErr(op, src, fmt.Errorf("cannot move a directory into itself: %w", ErrInvalidArgument))
+	}
 	n := schain[len(schain)-1]
 	dname := dcomps[len(dcomps)-1]
+	if o.Exchange {
+		return t.exchange(op, sclean, dclean, scomps, dcomps, n, victim)
+	}
 	if victim != nil {
 		if o.NoReplace {
 			return pathErr(op, dclean, ErrExists)
+		}
+		if n.kind == kindLink && victim.kind == kindLink && n.target == victim.target {
+			// Two names of one inode: rename(2) does nothing.
+			return nil
 		}
 		switch {
 		case victim.kind == KindDir && n.kind != KindDir:
@@ -694,10 +784,14 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 	if err != nil {
 		return err
 	}
-	if err := t.checkQuota(bytes, entries, 0, largest); err != nil {
+	// A copy shares its source's chunks: it adds no unique bytes.
+	if err := t.checkQuotaUnique(bytes, 0, entries, 0, largest); err != nil {
 		return pathErr(op, dclean, err)
 	}
-	if err := t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname); err != nil {
+	t.copying = true
+	err = t.copyTree(op, dclean, n, dparent, dcomps[:len(dcomps)-1], dname, nil)
+	t.copying = false
+	if err != nil {
 		return err
 	}
 	t.audit("copy", sclean, map[string]any{"to": dclean})
@@ -706,17 +800,35 @@ func (t *Tx) Copy(src, dst string, recursive bool) error {
 
 // treeUsage is what the subtree at node id counts against quotas: its
 // entries, its files' bytes and its largest file.
+// A hard link copies as a file of its own: it counts its inode's size.
 func (t *Tx) treeUsage(id int64) (entries, bytes, largest int64, err error) {
-	err = t.row(fmt.Sprintf(reachableSQL, `SELECT ?`)+
-		` SELECT count(*), coalesce(sum(CASE WHEN n.kind = ? THEN n.size END), 0), coalesce(max(CASE WHEN n.kind = ? THEN n.size END), 0) FROM nodes n JOIN live ON n.id = live.id`,
-		id, KindFile, KindFile).Scan(&entries, &bytes, &largest)
+	links, err := t.linksOf(t.v.root)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	err = t.row(fmt.Sprintf(reachableSQL, `SELECT ?1`)+
+		`, f(size) AS (SELECT CASE WHEN n.kind = ?2 THEN n.size WHEN n.kind = ?3 THEN (SELECT i.size FROM dirents l JOIN nodes i ON i.id = l.child WHERE l.dir = ?4 AND l.name = n.target AND i.kind = ?2) END FROM nodes n JOIN live ON n.id = live.id)`+
+		` SELECT count(*), coalesce(sum(size), 0), coalesce(max(size), 0) FROM f`,
+		id, KindFile, kindLink, links).Scan(&entries, &bytes, &largest)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("copy: usage: %w", mapSQLErr(err))
 	}
 	return entries, bytes, largest, nil
 }
 
-func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string) error {
+// copyTree copies the subtree at n as entry name of the directory at the
+// end of parent (whose path components are pcomps), at path p: new nodes,
+// new inode numbers, content shared. each, if not nil, runs for every
+// copy c of a node src, after it is linked.
+func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, name string, each func(p string, src, c *node) error) error {
+	if n.kind == kindLink {
+		// A copy of a hard-linked file is a file of its own.
+		in, err := t.inodeNode(0, n)
+		if err != nil {
+			return err
+		}
+		n = in
+	}
 	if err := t.loadChunks(n); err != nil {
 		return err
 	}
@@ -728,6 +840,11 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 	c, err := t.create(op, p, parent, pcomps, name, c)
 	if err != nil {
 		return err
+	}
+	if each != nil {
+		if err := each(p, n, c); err != nil {
+			return err
+		}
 	}
 	if n.kind != KindDir {
 		return nil
@@ -743,7 +860,7 @@ func (t *Tx) copyTree(op, p string, n *node, parent []*node, pcomps []string, na
 		if err != nil {
 			return err
 		}
-		if err := t.copyTree(op, joinChild(p, d.name), child, sub, subComps, d.name); err != nil {
+		if err := t.copyTree(op, joinChild(p, d.name), child, sub, subComps, d.name, each); err != nil {
 			return err
 		}
 	}
@@ -791,11 +908,11 @@ func Relatime(atime, mtime, ctime, now time.Time) bool {
 // the change time.
 func (t *Tx) SetAttrs(p string, a Attrs) (Entry, error) {
 	const op = "setattr"
-	comps, chain, err := t.resolve(op, p)
+	comps, chain, icomps, err := t.resolveInode(op, p)
 	if err != nil {
 		return Entry{}, err
 	}
-	if err := t.makeWritable(chain, comps); err != nil {
+	if err := t.makeWritable(chain, icomps); err != nil {
 		return Entry{}, err
 	}
 	n := chain[len(chain)-1]
@@ -853,4 +970,50 @@ func (v *Vault) Update(ctx context.Context, meta Meta, fn func(tx *Tx) error) er
 func (v *Vault) View(ctx context.Context, fn func(tx *Tx) error) error {
 	_, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (struct{}, error) { return struct{}{}, fn(t) })
 	return err
+}
+
+// exchange swaps the entries at src and dst, n and other (Rename with
+// Exchange): both names stay, each naming what the other did.
+func (t *Tx) exchange(op, sclean, dclean string, scomps, dcomps []string, n, other *node) error {
+	if other == nil {
+		return pathErr(op, dclean, ErrNotFound)
+	}
+	// Both parents writable; once one is, the ancestors it shares with
+	// the other are owned and stay as they are.
+	sp, err := t.walk(op, sclean, scomps[:len(scomps)-1])
+	if err != nil {
+		return err
+	}
+	if err := t.makeWritable(sp, scomps[:len(scomps)-1]); err != nil {
+		return err
+	}
+	dp, err := t.walk(op, dclean, dcomps[:len(dcomps)-1])
+	if err != nil {
+		return err
+	}
+	if err := t.makeWritable(dp, dcomps[:len(dcomps)-1]); err != nil {
+		return err
+	}
+	sdir, ddir := sp[len(sp)-1], dp[len(dp)-1]
+	if err := t.link(sdir.id, scomps[len(scomps)-1], other.id); err != nil {
+		return err
+	}
+	if err := t.link(ddir.id, dcomps[len(dcomps)-1], n.id); err != nil {
+		return err
+	}
+	if sdir.id == ddir.id {
+		if err := t.touchDir(sdir); err != nil {
+			return err
+		}
+	} else {
+		d := subdir(other) - subdir(n)
+		if err := t.touchDirLinks(sdir, d); err != nil {
+			return err
+		}
+		if err := t.touchDirLinks(ddir, -d); err != nil {
+			return err
+		}
+	}
+	t.audit("rename", sclean, map[string]any{"to": dclean, "exchange": true})
+	return nil
 }

@@ -172,6 +172,15 @@ func (t *Tx) lastVersionID(at int64) (int64, error) {
 	return id, mapSQLErr(err)
 }
 
+// dropHistorySQL is dropHistory for the vault named ?1/?2, run on a raw
+// connection (an import replacing its outdated copy).
+var dropHistorySQL = []string{
+	`DELETE FROM history_links WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
+	`DELETE FROM history_settings WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
+	`DELETE FROM versions WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)
+		AND id > coalesce((SELECT max(cut) FROM history_links WHERE ancestor=versions.vault), 0)`,
+}
+
 // dropHistory forgets a deleted vault's history, except the versions that
 // forks of it still share; and the versions of vaults deleted earlier that
 // only this one still shared.

@@ -456,9 +456,17 @@ func (t *Tx) exportTree(ctx context.Context, root int64, hostDir string) (HostDi
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if d.name == linksName {
+				continue // hard links are exported as copies, under each name
+			}
 			n, err := t.node(d.child)
 			if err != nil {
 				return err
+			}
+			if n.kind == kindLink {
+				if n, err = t.inodeNode(0, n); err != nil {
+					return err
+				}
 			}
 			p := filepath.Join(hp, d.name)
 			mt := time.Unix(0, n.mtime)

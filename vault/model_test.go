@@ -107,7 +107,10 @@ func (m mtree) parentOf(comps []string) error {
 	return nil
 }
 
+// counts is what the vault's usage counters must show: every name of a
+// non-directory is a file, and a hard-linked file's bytes count once.
 func (m mtree) counts() (files, dirs, bytes int64) {
+	seen := map[int]bool{}
 	for p, n := range m {
 		switch n.kind {
 		case KindDir:
@@ -116,12 +119,29 @@ func (m mtree) counts() (files, dirs, bytes int64) {
 			}
 		case KindFile:
 			files++
-			bytes += int64(len(n.data))
+			if !seen[n.id] {
+				bytes += int64(len(n.data))
+			}
 		default:
 			files++
 		}
+		seen[n.id] = true
 	}
 	return files, dirs, bytes
+}
+
+// relink copies the entry at p to its other names: a hard-linked
+// entry's names share content and attributes.
+func (m mtree) relink(p string) {
+	n := m[p]
+	if n.kind == KindDir {
+		return
+	}
+	for q, o := range m {
+		if q != p && o.id == n.id {
+			m[q] = n
+		}
+	}
 }
 
 func (n mnode) size() int64 {
@@ -159,10 +179,16 @@ func (n mnode) owner() [2]int64 {
 }
 
 // nlink is the link count the store must show for the entry at p: 2
-// plus its subdirectories for a directory, else 1.
+// plus its subdirectories for a directory, else its number of names.
 func (m mtree) nlink(p string) uint32 {
 	if !m.isDir(p) {
-		return 1
+		n := uint32(0)
+		for _, c := range m {
+			if c.id == m[p].id {
+				n++
+			}
+		}
+		return n
 	}
 	n := uint32(2)
 	for q, c := range m {
@@ -401,11 +427,23 @@ func readLive(ctx context.Context, v *Vault) (map[string]rentry, error) {
 // treeAt reads the tree under node root (a checkpoint's) in tx.
 func treeAt(tx *Tx, root int64) (map[string]rentry, error) {
 	out := map[string]rentry{}
+	links, err := tx.linksOf(root)
+	if err != nil {
+		return nil, err
+	}
 	var walk func(id int64, name, p string) error
 	walk = func(id int64, name, p string) error {
+		if name == linksName {
+			return nil
+		}
 		n, err := tx.node(id)
 		if err != nil {
 			return err
+		}
+		if n.kind == kindLink {
+			if n, err = tx.inodeNode(links, n); err != nil {
+				return err
+			}
 		}
 		re := rentry{e: n.entry(name, p)}
 		switch n.kind {
@@ -478,7 +516,7 @@ func (st *modelState) compareTree(label string, m mtree, r map[string]rentry) er
 			return fmt.Errorf("%s: %s (%s) exists, want absent", label, p, r[p].e.Kind)
 		}
 		ino := r[p].e.Ino
-		if q, dup := seen[ino]; dup {
+		if q, dup := seen[ino]; dup && m[q].id != m[p].id {
 			return fmt.Errorf("%s: %s and %s share inode %d", label, p, q, ino)
 		}
 		seen[ino] = p
@@ -646,6 +684,7 @@ func (st *modelState) mWriteFile(m mtree, q Quota, p string, data []byte, o Writ
 		n.mode = o.Mode.Perm()
 	}
 	m[p] = n
+	m.relink(p)
 	return nil
 }
 
@@ -679,6 +718,7 @@ func mWriteAt(m mtree, q Quota, p string, off int, data []byte) error {
 	copy(nd[off:], data)
 	n.data = nd
 	m[p] = n
+	m.relink(p)
 	return nil
 }
 
@@ -694,6 +734,7 @@ func mTruncate(m mtree, q Quota, p string, size int) error {
 	copy(nd, n.data)
 	n.data = nd
 	m[p] = n
+	m.relink(p)
 	return nil
 }
 
@@ -717,13 +758,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 		}
 		return nil
 	}
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	m.create(p, mnode{kind: KindDir, mode: mode, id: st.newID()})
@@ -731,14 +766,7 @@ func (st *modelState) mMkdir(m mtree, q Quota, p string, mode fs.FileMode, paren
 }
 
 func (st *modelState) mSymlink(m mtree, q Quota, target, p string) error {
-	comps, _ := CleanPath(p)
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	m.create(p, mnode{kind: KindSymlink, mode: 0o777, target: target, id: st.newID()})
@@ -776,6 +804,7 @@ func mChmod(m mtree, p string, mode fs.FileMode) error {
 	n := m[p]
 	n.mode = mode
 	m[p] = n
+	m.relink(p)
 	return nil
 }
 
@@ -800,18 +829,12 @@ func mChown(m mtree, p string, uid, gid *int64) error {
 		}
 	}
 	m[p] = n
+	m.relink(p)
 	return nil
 }
 
 func (st *modelState) mMknod(m mtree, q Quota, p string, k Kind, mode fs.FileMode, rdev uint64) error {
-	comps, _ := CleanPath(p)
-	if err := m.parentOf(comps); err != nil {
-		return err
-	}
-	if _, ok := m[p]; ok {
-		return ErrExists
-	}
-	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+	if err := m.canCreate(q, p); err != nil {
 		return err
 	}
 	if k != KindCharDev && k != KindBlkDev {
@@ -841,11 +864,36 @@ func mRename(m mtree, src, dst string, o RenameOptions) error {
 	if isBelow(dst, src) {
 		return ErrInvalidArgument
 	}
+	if o.Exchange {
+		if isBelow(src, dst) {
+			return ErrInvalidArgument
+		}
+		if _, ok := m[dst]; !ok {
+			return ErrNotFound
+		}
+		a, b := m.under(src), m.under(dst)
+		moves := map[string]mnode{}
+		for _, q := range a {
+			moves[moved(q, src, dst)] = m[q]
+		}
+		for _, q := range b {
+			moves[moved(q, dst, src)] = m[q]
+		}
+		for _, q := range append(a, b...) {
+			delete(m, q)
+		}
+		for q, n := range moves {
+			m[q] = n
+		}
+		return nil
+	}
 	n := m[src]
 	if victim, ok := m[dst]; ok {
 		switch {
 		case o.NoReplace:
 			return ErrExists
+		case victim.kind != KindDir && victim.id == n.id:
+			return nil // two names of one inode
 		case victim.kind == KindDir && n.kind != KindDir:
 			return ErrIsDir
 		case victim.kind != KindDir && n.kind == KindDir:
@@ -884,10 +932,12 @@ func (st *modelState) mCopy(m mtree, q Quota, src, dst string, recursive bool) e
 	for _, p := range m.under(src) {
 		sub[p] = m[p]
 	}
-	files, dirs, bytes := sub.counts() // src is not "/": checked above
-	var largest int64
+	files, dirs, _ := sub.counts() // src is not "/": checked above
+	// Each name of a hard-linked file becomes a file of its own.
+	var bytes, largest int64
 	for _, n := range sub {
 		if n.kind == KindFile {
+			bytes += n.size()
 			largest = max(largest, n.size())
 		}
 	}
@@ -899,6 +949,39 @@ func (st *modelState) mCopy(m mtree, q Quota, src, dst string, recursive bool) e
 		n.id = st.newID()
 		m[moved(p, src, dst)] = n
 	}
+	return nil
+}
+
+// canCreate mirrors the checks of Tx.createNew before it creates p: the
+// parent, an existing entry, the quota for one more.
+func (m mtree) canCreate(q Quota, p string) error {
+	comps, _ := CleanPath(p)
+	if err := m.parentOf(comps); err != nil {
+		return err
+	}
+	if _, ok := m[p]; ok {
+		return ErrExists
+	}
+	if err := mQuota(m, q, 0, 1, 0, 0); err != nil {
+		return err
+	}
+	return nil
+}
+
+// mLink mirrors Tx.Link.
+func mLink(m mtree, q Quota, old, p string) error {
+	ocomps, _ := CleanPath(old)
+	if err := m.walk(ocomps); err != nil {
+		return err
+	}
+	n := m[old]
+	if n.kind == KindDir {
+		return ErrPermission
+	}
+	if err := m.canCreate(q, p); err != nil {
+		return err
+	}
+	m[p] = n
 	return nil
 }
 
@@ -1060,6 +1143,23 @@ func (st *modelState) modelSteps(rt *rapid.T) {
 			src := pickPath(t, mv.tree, "src")
 			dst := pickDst(t, mv.tree)
 			o := RenameOptions{NoReplace: rapid.IntRange(0, 3).Draw(t, "noreplace") == 0}
+			err := v.Rename(ctx, src, dst, o, Meta{})
+			want := apply(mv, func(m mtree) error { return mRename(m, src, dst, o) })
+			checkErr(t, fmt.Sprintf("Rename(%s, %s, %+v)", src, dst, o), err, want)
+		},
+		"link": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			old := pickPath(t, mv.tree, "old")
+			p := pickDst(t, mv.tree)
+			err := v.Link(ctx, old, p, Meta{})
+			want := apply(mv, func(m mtree) error { return mLink(m, mv.q, old, p) })
+			checkErr(t, fmt.Sprintf("Link(%s, %s)", old, p), err, want)
+		},
+		"exchange": func(t *rapid.T) {
+			_, mv, v := st.pick(t)
+			src := pickPath(t, mv.tree, "src")
+			dst := pickPath(t, mv.tree, "dst")
+			o := RenameOptions{Exchange: true}
 			err := v.Rename(ctx, src, dst, o, Meta{})
 			want := apply(mv, func(m mtree) error { return mRename(m, src, dst, o) })
 			checkErr(t, fmt.Sprintf("Rename(%s, %s, %+v)", src, dst, o), err, want)

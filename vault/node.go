@@ -461,6 +461,12 @@ func (t *Tx) drop(n *node) error {
 		if n.kind == KindFile {
 			t.v.bytes -= n.size
 		}
+		if n.kind == kindLink {
+			// One name of a hard-linked inode (links.go).
+			if err := t.unref(n); err != nil {
+				return err
+			}
+		}
 	}
 	if !t.owned(n) {
 		return nil

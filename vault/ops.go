@@ -114,7 +114,7 @@ func (v *Vault) Seek(ctx context.Context, p string, off int64, hole bool) (at in
 		ok bool
 	}
 	r, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (found, error) {
-		_, chain, err := t.fileChain("seek", p)
+		_, chain, _, err := t.fileChain("seek", p)
 		if err != nil {
 			return found{}, err
 		}

@@ -156,7 +156,7 @@ type treeFile struct {
 // each entry's path relative to it, depth, and attributes.
 const treeSQL = `WITH RECURSIVE w(id, path, depth) AS (
 	SELECT ?1, '', 0
-	UNION ALL SELECT d.child, w.path || '/' || d.name, w.depth + 1 FROM dirents d JOIN w ON d.dir = w.id WHERE ?2 = 0 OR w.depth < ?2)
+	UNION ALL SELECT d.child, w.path || '/' || d.name, w.depth + 1 FROM dirents d JOIN w ON d.dir = w.id WHERE (?2 = 0 OR w.depth < ?2) AND d.name != ?3)
 SELECT w.path, w.depth, n.id, n.ino, n.kind, n.mode, n.size, n.mtime, n.target, n.chunks FROM w JOIN nodes n ON n.id = w.id WHERE w.depth > 0 ORDER BY w.path`
 
 // walkTree lists the entries below the directory at p, in path order, at
@@ -171,21 +171,36 @@ func (t *Tx) walkTree(p string, depth int, fn func(f *treeFile) error) (string, 
 	if top.kind != KindDir {
 		return clean, pathErr("walk", clean, ErrNotDir)
 	}
-	rows, err := t.queryText(treeSQL, top.id, depth)
+	rows, err := t.queryText(treeSQL, top.id, depth, linksName)
 	if err != nil {
 		return clean, err
 	}
-	defer rows.Close()
 	base := clean
 	if base == "/" {
 		base = ""
 	}
+	defer rows.Close()
+	var links int64
 	for rows.Next() {
 		var f treeFile
 		if err := rows.Scan(&f.path, &f.depth, &f.n.id, &f.n.ino, &f.n.kind, &f.n.mode, &f.n.size, &f.n.mtime, &f.n.target, &f.n.chunks); err != nil {
 			return clean, err
 		}
 		f.path = base + f.path
+		if f.n.kind == kindLink {
+			// A hard link shows its inode (other statements may run
+			// while these rows are open).
+			if links == 0 {
+				if links, err = t.linksOf(t.v.root); err != nil {
+					return clean, err
+				}
+			}
+			in, err := t.inodeNode(links, &f.n)
+			if err != nil {
+				return clean, err
+			}
+			f.n = *in
+		}
 		if err := fn(&f); err != nil {
 			return clean, err
 		}

@@ -33,6 +33,9 @@ type Options struct {
 	// nothing, so the default, DefaultMaxFileSize, only keeps offsets
 	// far from overflowing.
 	MaxFileSize int64
+	// Defaults are the settings of vaults that do not set their own
+	// (settings.go).
+	Defaults Defaults
 }
 
 // DefaultMaxFileSize is Options.MaxFileSize's default: 1 EiB.
@@ -45,6 +48,7 @@ type Store struct {
 	path        string
 	now         func() time.Time
 	maxFileSize int64
+	defaults    Defaults
 
 	// wmu serialises writers inside this process so they queue in Go
 	// instead of spinning in SQLite's busy handler; other processes still
@@ -74,6 +78,11 @@ type Store struct {
 	// wmu.
 	vrows map[[2]string]vaultRow
 	vver  int64
+	// uniq holds, per vault id, an upper bound of its unique bytes as of
+	// a change sequence number, left by the last committed unique-mode
+	// quota check (uniqueBound). Any other commit on the vault moves its
+	// sequence and so voids the entry. Guarded by wmu.
+	uniq map[int64]uniqBound
 
 	// auditCh is closed after a commit that adds audit events (see
 	// AuditNotify); nil while nobody waits.
@@ -170,6 +179,9 @@ CREATE TABLE IF NOT EXISTS remote_chunks(
 CREATE TABLE IF NOT EXISTS ` + requestsTable + `;
 `
 
+// uniqBound is an entry of Store.uniq.
+type uniqBound struct{ seq, bytes int64 }
+
 // Open opens (creating if needed) the store database at path.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.Synchronous == "" {
@@ -189,6 +201,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxFileSize <= 0 || opts.MaxFileSize > DefaultMaxFileSize {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
+	if err := opts.Defaults.Validate(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -206,8 +221,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// Prepared statements live per connection: keep a few idle ones so
 	// that they are not closed, and their statements lost, between calls.
 	db.SetMaxIdleConns(4)
-	s := &Store{db: db, path: path, now: opts.Now, maxFileSize: opts.MaxFileSize, stmts: map[string]*sql.Stmt{}}
-	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema+";"+historySchema+";"+searchSchema+";"+metaSchema); err != nil {
+	s := &Store{db: db, path: path, now: opts.Now, maxFileSize: opts.MaxFileSize, defaults: opts.Defaults, uniq: map[int64]uniqBound{}, stmts: map[string]*sql.Stmt{}}
+	if _, err := db.ExecContext(ctx, schema+";"+approvalSchema+";"+historySchema+";"+searchSchema+";"+metaSchema+";"+settingsSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: schema: %w", path, mapSQLErr(err))
 	}

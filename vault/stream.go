@@ -21,7 +21,7 @@ func (t *Tx) WriteFrom(p string, r io.Reader, o WriteOptions) (WriteResult, erro
 	var keep []byte
 	var base int64
 	if o.Append {
-		if _, chain, err := t.fileChain("write", p); err == nil {
+		if _, chain, _, err := t.fileChain("write", p); err == nil {
 			n := chain[len(chain)-1]
 			full := n.size / ChunkSize
 			if keep, err = t.hashes(n, 0, full); err != nil {
@@ -91,7 +91,7 @@ func (v *Vault) WriteFrom(ctx context.Context, p string, open func() (io.ReadClo
 // read transaction held while w takes the content.
 func (v *Vault) ReadTo(ctx context.Context, p string, w io.Writer) (Entry, error) {
 	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (Entry, error) {
-		comps, chain, err := t.fileChain("read", p)
+		comps, chain, _, err := t.fileChain("read", p)
 		if err != nil {
 			return Entry{}, err
 		}

@@ -54,11 +54,11 @@ func (t *Tx) copyMeta(to, from int64) error {
 // labelled resolves p and makes its chain writable, so that the node's
 // metadata can change without touching a checkpoint's or fork's.
 func (t *Tx) labelled(op, p string) (string, *node, error) {
-	comps, chain, err := t.resolve(op, p)
+	comps, chain, icomps, err := t.resolveInode(op, p)
 	if err != nil {
 		return "", nil, err
 	}
-	if err := t.makeWritable(chain, comps); err != nil {
+	if err := t.makeWritable(chain, icomps); err != nil {
 		return "", nil, err
 	}
 	return JoinPath(comps), chain[len(chain)-1], nil
@@ -140,7 +140,7 @@ func (t *Tx) labels(id int64) (Labels, error) {
 
 // Labels returns p's tags and metadata.
 func (t *Tx) Labels(p string) (string, Labels, error) {
-	comps, chain, err := t.resolve("labels", p)
+	comps, chain, _, err := t.resolveInode("labels", p)
 	if err != nil {
 		return "", Labels{}, err
 	}

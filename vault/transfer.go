@@ -27,15 +27,21 @@ func ParseHash(s string) (Hash, error) {
 	return Hash(b), nil
 }
 
-// ManifestChunks lists the distinct chunks the nodes of an export file
-// (Export or ExportManifest) reference, in no particular order.
+// ManifestChunks lists the distinct chunks the nodes and file versions
+// of an export file (Export or ExportManifest) reference, in no
+// particular order.
 func ManifestChunks(ctx context.Context, file string) ([]Hash, error) {
 	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", file, err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT chunks FROM nodes WHERE chunks IS NOT NULL`)
+	q := `SELECT chunks FROM nodes WHERE chunks IS NOT NULL`
+	var hasVersions int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table' AND name='versions'`).Scan(&hasVersions); err == nil && hasVersions > 0 {
+		q += ` UNION ALL SELECT chunks FROM versions WHERE chunks IS NOT NULL` // file history travels too
+	}
+	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s is not an avfs vault export: %w", file, ErrInvalidArgument)
 	}

@@ -77,7 +77,13 @@ type Tx struct {
 	stmts  map[string]*sql.Stmt // the store's prepared statements, bound to tx
 	// hist caches the vault's history settings; versions maps each path
 	// written in this transaction to the version it records (history.go).
-	hist     *HistorySettings
+	hist *HistorySettings
+	set  *Settings // the vault's own settings, once read (settings.go)
+	// copying is set while Copy copies a tree: its files add no unique
+	// bytes (checkQuotaUnique); uniq bounds the vault's unique bytes once
+	// a unique-mode check counted them (uniqueBound).
+	copying  bool
+	uniq     *int64
 	versions map[string]int64
 	// toIndex holds the file nodes this transaction wrote, for the
 	// full-text index (search.go).
@@ -192,6 +198,7 @@ func (t *Tx) loadVault(ns, name string) error {
 		return fmt.Errorf("load vault %q: %w", name, mapSQLErr(err))
 	}
 	t.v, t.v0 = r, r
+	t.set = nil // another vault's, if any
 	return nil
 }
 
@@ -346,6 +353,11 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	delete(s.vrows, [2]string{ns, name})
 	if t.v.id != 0 {
 		s.vrows[[2]string{t.v.namespace, t.v.name}] = t.v
+		if t.uniq != nil {
+			s.uniq[t.v.id] = uniqBound{seq: t.v.seq, bytes: *t.uniq}
+		}
+	} else if t.v0.id != 0 {
+		delete(s.uniq, t.v0.id) // the vault is gone
 	}
 	return res, false, nil
 }

@@ -33,6 +33,9 @@ type Info struct {
 	Parent      *string `json:"parent"`
 	Quota       Quota   `json:"quota"`
 	Worker      string  `json:"worker"`
+	// ExpiresAt is when the vault's owner deletes it (a fork made with
+	// a TTL); nil: never.
+	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 // Vault is a handle on one named vault in a Store. It is cheap: it holds
@@ -168,6 +171,11 @@ func (t *Tx) info(stored bool) (Info, error) {
 	if err := t.row(`SELECT count(*) FROM checkpoints WHERE vault=? AND substr(name, 1, 1) != '.'`, t.v.id).Scan(&in.Checkpoints); err != nil {
 		return in, mapSQLErr(err)
 	}
+	st, err := t.settings()
+	if err != nil {
+		return in, err
+	}
+	in.ExpiresAt = st.ExpiresAt
 	if !stored {
 		return in, nil
 	}
@@ -203,7 +211,7 @@ func (s *Store) List(ctx context.Context, ns string) ([]Info, error) {
 		}
 		out := make([]Info, 0, len(vs))
 		for _, r := range vs {
-			t.v = r
+			t.v, t.set = r, nil
 			in, err := t.info(true)
 			if err != nil {
 				return nil, err
@@ -243,7 +251,12 @@ type ForkResult struct {
 // checkpoints. It copies no content and no tree: both vaults share every
 // node until one of them writes, so it takes the same time at any size.
 func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta Meta) (ForkResult, error) {
+	return s.fork(ctx, ns, src, dst, ForkOptions{Checkpoint: checkpoint}, meta)
+}
+
+func (s *Store) fork(ctx context.Context, ns, src, dst string, o ForkOptions, meta Meta) (ForkResult, error) {
 	start := time.Now()
+	checkpoint := o.Checkpoint
 	if err := ValidVaultName(dst); err != nil {
 		return ForkResult{}, err
 	}
@@ -270,6 +283,13 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 		}
 		t.events = nil
 		srcName, q, nextIno := t.v.name, t.v.quota, t.v.nextIno
+		// The fork inherits its source's settings, as it does its quota;
+		// not its expiry.
+		own, err := t.settings()
+		if err != nil {
+			return ForkResult{}, err
+		}
+		own.ExpiresAt = nil
 		if err := t.insertVault(ns, dst, q, sql.NullString{String: srcName, Valid: true}, root, nextIno, files, dirs, bytes); err != nil {
 			return ForkResult{}, err
 		}
@@ -280,7 +300,27 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 		if err := t.linkHistory(t.v.id, srcID, cut); err != nil {
 			return ForkResult{}, err
 		}
-		t.audit("vault.forked", "/", map[string]any{"from": srcName, "checkpoint": checkpoint})
+		// The tree the fork starts from, kept for a three-way merge back
+		// (merge.go): a hidden checkpoint, so GC keeps it and a handoff
+		// carries it.
+		if _, err := t.exec(`INSERT INTO checkpoints(vault, name, root, created_at, message, files, dirs, bytes, next_ino) VALUES(?,?,?,?,?,?,?,?,?)`,
+			t.v.id, forkPoint, root, t.now, "forked from "+srcName, files, dirs, bytes, nextIno); err != nil {
+			return ForkResult{}, fmt.Errorf("fork point: %w", err)
+		}
+		forked := map[string]any{"from": srcName, "checkpoint": checkpoint}
+		if o.TTL > 0 {
+			at := time.Unix(0, t.now).Add(o.TTL).UTC()
+			own.ExpiresAt = &at
+			forked["expires_at"] = at.Format(time.RFC3339Nano)
+		}
+		if own != (Settings{}) {
+			if err := t.putSettings(own); err != nil {
+				return ForkResult{}, err
+			}
+		} else {
+			t.set = &own
+		}
+		t.audit("vault.forked", "/", forked)
 		// Stored bytes need a walk of the tree, which would make the fork
 		// as slow as the tree is large; Vault.Info computes them.
 		in, err := t.info(false)
@@ -293,6 +333,7 @@ func (s *Store) Fork(ctx context.Context, ns, src, dst, checkpoint string, meta 
 // deleteVaultSQL removes vault ?2 of namespace ?1 with its checkpoints and
 // request log; nodes and chunks stay for GC.
 var deleteVaultSQL = []string{
+	`DELETE FROM vault_settings WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
 	`DELETE FROM checkpoints WHERE vault=(SELECT id FROM vaults WHERE namespace=?1 AND name=?2)`,
 	`DELETE FROM vaults WHERE namespace=?1 AND name=?2`,
 	`DELETE FROM requests WHERE namespace=?1 AND vault=?2`,
@@ -302,7 +343,18 @@ var deleteVaultSQL = []string{
 // the content that no other vault, checkpoint or fork references. Forks of
 // it keep working: they hold their own references to shared nodes.
 func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
+	return s.deleteIf(ctx, ns, name, meta, nil)
+}
+
+// deleteIf deletes the vault if check (nil: always) passes in the
+// delete's own transaction.
+func (s *Store) deleteIf(ctx context.Context, ns, name string, meta Meta, check func(t *Tx) error) error {
 	_, _, err := write(ctx, s, ns, name, meta, "vault.delete", true, func(t *Tx) (struct{}, error) {
+		if check != nil {
+			if err := check(t); err != nil {
+				return struct{}{}, err
+			}
+		}
 		if err := t.dropHistory(t.v.id); err != nil {
 			return struct{}{}, err
 		}
@@ -345,6 +397,10 @@ func (v *Vault) SetQuota(ctx context.Context, q Quota, meta Meta) (Quota, error)
 type Usage struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
+	// Mode is the vault's quota mode; in QuotaUnique, UniqueBytes is
+	// what max_size_mb counts (nil in QuotaLogical).
+	Mode        string `json:"mode"`
+	UniqueBytes *int64 `json:"unique_bytes,omitempty"`
 }
 
 // Quota returns the vault's limits and usage.
@@ -354,7 +410,20 @@ func (v *Vault) Quota(ctx context.Context) (Quota, Usage, error) {
 		u Usage
 	}
 	r, err := read(ctx, v.s, v.namespace, v.name, func(t *Tx) (qu, error) {
-		return qu{t.v.quota, Usage{Bytes: t.v.bytes, Files: t.v.files + t.v.dirs}}, nil
+		u := Usage{Bytes: t.v.bytes, Files: t.v.files + t.v.dirs}
+		mode, err := t.quotaMode()
+		if err != nil {
+			return qu{}, err
+		}
+		u.Mode = mode
+		if mode == QuotaUnique {
+			sb, err := t.storedBytes()
+			if err != nil {
+				return qu{}, err
+			}
+			u.UniqueBytes = &sb
+		}
+		return qu{t.v.quota, u}, nil
 	})
 	return r.q, r.u, err
 }

@@ -14,16 +14,20 @@ import (
 // already-mounted vault through the whole pipeline (policy, snapshot,
 // run, sync, change summary, envelope, audit), in-process. Compare it
 // with BenchmarkOSExecTrue from the same run.
-func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, Config{}) }
+// The sandbox's init is kept between commands, as in a worker.
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, newFixture(b, Config{})) }
+
+// BenchmarkExecTrueOneShotInit is BenchmarkExecTrue with an init started
+// for every command, as the CLI without a server does.
+func BenchmarkExecTrueOneShotInit(b *testing.B) { benchExecTrue(b, newOneShotFixture(b, Config{})) }
 
 // BenchmarkExecTrueUnsandboxed is BenchmarkExecTrue with sandbox mode
 // none: the difference is the sandbox's cost (BENCHMARKS.md, "Sandbox").
 func BenchmarkExecTrueUnsandboxed(b *testing.B) {
-	benchExecTrue(b, Config{Sandbox: SandboxConfig{Mode: messages.SandboxNone}})
+	benchExecTrue(b, newFixture(b, Config{Sandbox: SandboxConfig{Mode: messages.SandboxNone}}))
 }
 
-func benchExecTrue(b *testing.B, cfg Config) {
-	f := newFixture(b, cfg)
+func benchExecTrue(b *testing.B, f *fixture) {
 	f.do(messages.OpVaultCreate, "bench", messages.VaultCreateArgs{}, nil)
 	args, _ := json.Marshal(messages.ExecArgs{Argv: []string{"true"}, Checkpoint: "never"})
 	run := func(i int) {

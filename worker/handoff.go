@@ -212,6 +212,9 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 	if err := h.reconcile(ctx, k, owner.Epoch, req.RequestID); err != nil {
 		return p, unavailable(req.Vault, err)
 	}
+	if req.Op == messages.OpVaultMerge {
+		return p, h.beforeMerge(ctx, req, unavailable)
+	}
 	if req.Op != messages.OpVaultFork {
 		return p, nil
 	}
@@ -241,6 +244,27 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 		return p, h.checkTarget(ctx, req, a.Target, t)
 	}
 	return p, nil
+}
+
+// beforeMerge brings this store's copy of a merge's fork up to date
+// when this worker owns the fork too; a fork another worker owns is
+// fetched by the merge itself (merge.go).
+func (h *handoff) beforeMerge(ctx context.Context, req messages.Request, unavailable func(string, error) *messages.Error) *messages.Error {
+	var a messages.VaultMergeArgs
+	if json.Unmarshal(req.Args, &a) != nil || a.Fork == "" || !messages.ValidName(a.Fork) {
+		return nil // the handler answers the malformed request
+	}
+	o, known, err := h.s.owned.Get(ctx, req.Namespace, a.Fork)
+	if err != nil {
+		return unavailable(a.Fork, err)
+	}
+	if !known || o.Worker != h.s.id {
+		return nil
+	}
+	if err := h.reconcile(ctx, vkey{req.Namespace, a.Fork}, o.Epoch, req.RequestID); err != nil {
+		return unavailable(a.Fork, err)
+	}
+	return nil
 }
 
 // reconcile makes the local copy of k the fleet's current one for owner
@@ -511,6 +535,11 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		var r messages.CheckpointResult // RestoreResult shares the field
 		json.Unmarshal(rep.Result, &r)
 		h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint.Name})
+	case messages.OpVaultMerge:
+		var r messages.MergeResult
+		if json.Unmarshal(rep.Result, &r) == nil && r.Applied {
+			h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint})
+		}
 	case messages.OpVaultFork:
 		return h.afterFork(ctx, req, rep, p)
 	case messages.OpVaultDelete:

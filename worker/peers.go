@@ -114,6 +114,10 @@ func (p *peers) serve(r micro.Request) {
 	req, perr := messages.DecodeWork(r.Subject(), r.Data())
 	span.SetAttributes(attribute.String("avfs.op", string(req.Op)), attribute.String("avfs.namespace", req.Namespace),
 		attribute.String("avfs.request_id", req.RequestID))
+	if perr == nil && req.Op == messages.OpVaultPush && req.Vault == "" {
+		p.respond(r, s.ho.servePush(ctx, req)) // a merge's fork (merge.go)
+		return
+	}
 	if perr == nil && (!fansOut(req.Op) || req.Vault != "") {
 		perr = messages.Errorf(messages.CodeInvalidArgument, "%s is not a peer op", req.Op)
 	}

@@ -87,6 +87,9 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 	}
 	// The mounts of other vaults are never a command's business.
 	cfg.Sandbox.Hide = append(slices.Clone(cfg.Sandbox.Hide), mounts.root)
+	if cfg.Sandbox.CacheDir == "" {
+		cfg.Sandbox.CacheDir = filepath.Join(filepath.Dir(mounts.root), "cache")
+	}
 	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
 		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
@@ -210,6 +213,10 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			return env, messages.Errorf(messages.CodeInvalidArgument, "env name %q", k)
 		}
 	}
+	limits, err := r.sbox.commandLimits(req.Namespace, req.Vault, a)
+	if err != nil {
+		return env, err
+	}
 	v := r.store.Vault(req.Namespace, req.Vault)
 	st, err := v.Stat(ctx, env.Cwd)
 	if err != nil {
@@ -245,7 +252,13 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		grantedBy = "rule"
 	}
 	cmdEnv := r.environ(root, a.Env)
-	plan := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, grantedBy)
+	// The directories a sandbox shows come from the worker's environment
+	// only: an agent's --env GOPATH=<another tenant's mount> must not
+	// bind it.
+	plan, err := r.sbox.plan(req.Namespace, req.Vault, root, cmdEnv, r.environ(root, nil), grantedBy, limits)
+	if err != nil {
+		return env, err
+	}
 	details["sandbox"] = plan.info.Mode
 	if env.Decision.RequireSandbox && plan.sb == nil {
 		env.Decision.Action = string(policy.Deny)
@@ -294,19 +307,18 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		r.m.checkpoints.Add(ctx, 1, metric.WithAttributes(attribute.Bool("auto", true)))
 		env.Checkpoint = &name
 	}
-	before := ""
-	if env.Checkpoint != nil {
-		before = *env.Checkpoint
-	} else {
-		if before, err = v.Snapshot(ctx); err != nil {
-			return env, err
-		}
-		defer v.DropSnapshot(context.WithoutCancel(ctx), before)
+	// The change summary compares with a hidden snapshot even when an
+	// auto-checkpoint was taken: retention may prune that checkpoint
+	// while the command runs (another exec of the vault saving one).
+	before, err := v.Snapshot(ctx)
+	if err != nil {
+		return env, err
 	}
+	defer v.DropSnapshot(context.WithoutCancel(ctx), before)
 
 	spec := exec.Spec{
 		Argv: a.Argv, Shell: a.Shell, Dir: filepath.Join(root, filepath.FromSlash(env.Cwd)),
-		Env: cmdEnv, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
+		Env: plan.env, Timeout: timeout, Grace: r.cfg.Grace, MaxOutput: r.cfg.MaxOutput, EnterDir: true, Sandbox: plan.sb,
 	}
 	env.Sandbox = &plan.info
 	if a.Stdin != nil {
@@ -335,6 +347,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	env.StdoutBytes, env.StderrBytes = res.StdoutBytes, res.StderrBytes
 	env.StdoutTruncated, env.StderrTruncated = res.StdoutTruncated, res.StderrTruncated
 	env.Sandbox.Limit = res.Limit
+	for _, rf := range res.Refused {
+		env.Sandbox.Refused = append(env.Sandbox.Refused, messages.SandboxRefusal{Kind: rf.Kind, Call: rf.Call, Target: rf.Target, Count: rf.Count})
+	}
 	switch {
 	case runErr != nil:
 		env.Status, env.Error = messages.StatusFailedToStart, runErr.Error()
@@ -364,6 +379,9 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	details["status"], details["exit_code"], details["checkpoint"] = env.Status, env.ExitCode, env.Checkpoint
 	details["added"], details["modified"], details["deleted"] = len(ch.Added), len(ch.Modified), len(ch.Deleted)
 	details["network"], details["limit"] = plan.info.Network, res.Limit
+	if len(env.Sandbox.Refused) > 0 {
+		details["refused"] = env.Sandbox.Refused
+	}
 	v.Record(context.WithoutCancel(ctx), "exec.run", env.Cwd, details, m)
 	if req.RequestID != "" && env.Status != messages.StatusCanceled {
 		b, _ := json.Marshal(env)
@@ -399,9 +417,10 @@ func (r *Runner) stored(ctx context.Context, k vault.RequestKey) (messages.Envel
 	return env, true, nil
 }
 
-// environ is the command's environment: allow-listed host variables,
+// environ is the environment of a command: allow-listed host variables,
 // HOME inside the vault, the host's toolchain homes (so rustup, cargo and
 // go find their toolchains and caches although HOME moved), then --env.
+// A sandbox replaces GOCACHE with the namespace's own (namespaceCaches).
 func (r *Runner) environ(root string, set map[string]string) []string {
 	host := os.Environ()
 	over := map[string]string{"HOME": root}

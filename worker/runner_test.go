@@ -33,7 +33,22 @@ func newFixture(t testing.TB, cfg Config) *fixture {
 	return newPolicyFixture(t, cfg, policy.Default())
 }
 
+// newPolicyFixture serves like a worker: sandbox inits are kept between
+// commands (newOneShotFixture does as the one-shot CLI does).
 func newPolicyFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
+	t.Helper()
+	cfg.Sandbox.KeepInits = true
+	return newRunnerFixture(t, cfg, pol)
+}
+
+// newOneShotFixture starts a sandbox init for every command, as the CLI
+// without a server does.
+func newOneShotFixture(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	return newRunnerFixture(t, cfg, policy.Default())
+}
+
+func newRunnerFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("exec tests need /dev/fuse: %v", err)
@@ -150,7 +165,23 @@ func TestSeedWorkflowCargo(t *testing.T) {
 }
 
 func TestGoModuleAndGit(t *testing.T) {
-	f := newFixture(t, Config{})
+	// The namespace's build cache is the host's, through a symlink: a
+	// cache of its own would compile the standard library first, a minute
+	// and more on a busy CI machine. (Tenants never share one:
+	// TestBuildCachePerNamespace.)
+	cache := t.TempDir()
+	host := os.Getenv("GOCACHE")
+	if dir, err := os.UserCacheDir(); host == "" && err == nil {
+		host = filepath.Join(dir, "go-build")
+	}
+	if host != "" {
+		os.MkdirAll(filepath.Join(cache, "default"), 0o700)
+		os.MkdirAll(host, 0o700)
+		if err := os.Symlink(host, filepath.Join(cache, "default", "go-build")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, Config{Sandbox: SandboxConfig{CacheDir: cache}})
 	f.do(messages.OpVaultCreate, "gomod", messages.VaultCreateArgs{}, nil)
 	f.write("gomod", "/go.mod", "module example.com/m\n\ngo 1.21\n")
 	f.write("gomod", "/m.go", "package m\n\nfunc Double(x int) int { return 2 * x }\n")

@@ -53,6 +53,7 @@ func (r *Runner) Close() {
 	if r.runs != nil {
 		r.runs.close()
 	}
+	r.sbox.close()
 }
 
 // runs owns the background runs of one Runner. Lock order: runs.mu,

@@ -124,3 +124,55 @@ func TestRunRecordsArePrunedOldestFirst(t *testing.T) {
 		t.Fatalf("a recent run pruned: %v", err)
 	}
 }
+
+// TestRunSurvivesItsAutoCheckpointPruned: retention applied while a
+// command runs (vault set, maintain) may prune the auto-checkpoint taken
+// before it; the run still reports what it changed.
+func TestRunSurvivesItsAutoCheckpointPruned(t *testing.T) {
+	f := newFixture(t, Config{RunsDir: t.TempDir(), MaxRuns: 2})
+	f.do(messages.OpVaultCreate, "p", nil, nil)
+	var started messages.RunResult
+	f.do(messages.OpRunStart, "p", messages.ExecArgs{Checkpoint: "always",
+		Shell: "while [ ! -f go ]; do sleep 0.05; done; echo done > out.txt"}, &started)
+	if started.Run.State != messages.RunRunning {
+		t.Fatalf("start: %+v", started.Run)
+	}
+	// Wait for the auto-checkpoint, then make retention drop it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var l messages.CheckpointListResult
+		f.do(messages.OpCheckpointList, "p", nil, &l)
+		if len(l.Checkpoints) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no auto-checkpoint after 30 s")
+		}
+	}
+	f.do(messages.OpVaultSet, "p", messages.VaultSetArgs{Key: "auto_max_age", Value: "1ns"}, nil)
+	var l messages.CheckpointListResult
+	f.do(messages.OpCheckpointList, "p", nil, &l)
+	if len(l.Checkpoints) != 0 {
+		t.Fatalf("checkpoints after auto_max_age 1ns: %+v", l.Checkpoints)
+	}
+	f.do(messages.OpWrite, "p", messages.WriteArgs{Path: "/go", Content: []byte("1")}, nil)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var st messages.RunResult
+		f.do(messages.OpRunStatus, "p", messages.RunArgs{ID: started.Run.ID}, &st)
+		if e := st.Run.Envelope; st.Run.State == messages.RunDone && e != nil {
+			if e.Status != messages.StatusCompleted || e.Changes == nil || len(e.Changes.Added) == 0 {
+				t.Fatalf("run envelope %+v, want completed with out.txt added", e)
+			}
+			found := false
+			for _, c := range e.Changes.Added {
+				found = found || c.Path == "/out.txt"
+			}
+			if !found {
+				t.Fatalf("changes %+v, want /out.txt added", e.Changes)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run not done after 60 s: %+v", st.Run)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -177,11 +179,162 @@ func TestMemoryLimitStatus(t *testing.T) {
 func TestSandboxFallback(t *testing.T) {
 	fake := func() error { return fmt.Errorf("fake probe: %w", exec.ErrSandbox) }
 	for _, fallback := range []bool{true, false} {
-		s := newSandboxes(SandboxConfig{Fallback: fallback})
+		s := newSandboxes(SandboxConfig{Fallback: fallback, CacheDir: t.TempDir()})
 		s.probe = fake
-		p := s.plan("default", "v", t.TempDir(), nil, "")
+		p, err := s.plan("default", "v", t.TempDir(), nil, nil, "", exec.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if want := map[bool]string{true: messages.SandboxNone, false: messages.SandboxNamespaces}[fallback]; p.info.Mode != want || (p.sb == nil) != fallback {
 			t.Errorf("fallback %v: mode %s, want %s", fallback, p.info.Mode, want)
+		}
+	}
+}
+
+// A request's environment names no directory for the sandbox to show:
+// --env GOCACHE or GOPATH naming a host path binds nothing (it bound that
+// path, writable for GOCACHE, before). The namespace's own Go build cache
+// is the command's GOCACHE, writable, kept under SandboxConfig.CacheDir.
+func TestEnvBindsNothingAndBuildCacheIsPerNamespace(t *testing.T) {
+	secret := filepath.Join("/root", fmt.Sprintf(".avfs-worker-env-secret-%d", os.Getpid()))
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(secret) })
+	cache := filepath.Join(t.TempDir(), "cache")
+	f := newFixture(t, Config{Sandbox: SandboxConfig{CacheDir: cache}})
+	f.do(messages.OpVaultCreate, "s", messages.VaultCreateArgs{}, nil)
+	f.write("s", "/probe.sh", "cat "+secret+"\necho x > "+secret+"\nprintf %s \"$GOCACHE\"\n")
+	for _, k := range []string{"GOCACHE", "GOPATH", "GOMODCACHE", "CARGO_HOME"} {
+		env := f.exec("s", messages.ExecArgs{Argv: []string{"sh", "probe.sh"}, Env: map[string]string{k: "/root"}})
+		if strings.Contains(env.Stdout, "host secret") || !strings.Contains(env.Stderr, secret+": No such file") {
+			t.Errorf("--env %s=/root: stdout %q, stderr %q, want the secret unseen", k, env.Stdout, env.Stderr)
+		}
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "host secret\n" {
+		t.Fatalf("the host file after the probes: %q %v", b, err)
+	}
+	want := filepath.Join(cache, "default", "go-build")
+	env := f.exec("s", messages.ExecArgs{Shell: `printf %s "$GOCACHE" && echo built > "$GOCACHE/entry"`})
+	if env.Stdout != want || env.ExitCode == nil || *env.ExitCode != 0 {
+		t.Fatalf("GOCACHE %q (exit %v, %s), want %s, writable", env.Stdout, env.ExitCode, env.Stderr, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(want, "entry")); err != nil || string(b) != "built\n" {
+		t.Fatalf("the cache entry on the host: %q %v", b, err)
+	}
+	if fi, err := os.Stat(want); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("cache directory: %v %v, want 0700", fi.Mode(), err)
+	}
+}
+
+// Go trusts what it finds in its build cache, so a cache shared by
+// tenants would let one plant results that another's go build uses: each
+// namespace writes a cache of its own, and the host's is not written.
+func TestBuildCachePerNamespace(t *testing.T) {
+	f := newFixture(t, Config{})
+	do := func(ns string, op messages.Op, vaultName string, args any) messages.Envelope {
+		t.Helper()
+		b, _ := json.Marshal(args)
+		rep := f.h.Handle(context.Background(), messages.Request{Op: op, Namespace: ns, Vault: vaultName, Args: b, Actor: "test"})
+		if rep.Error != nil {
+			t.Fatalf("%s %s: %v", ns, op, rep.Error)
+		}
+		var env messages.Envelope
+		json.Unmarshal(rep.Result, &env)
+		return env
+	}
+	plant := fmt.Sprintf("planted-%d", os.Getpid())
+	for _, ns := range []string{"tenant-a", "tenant-b"} {
+		do(ns, messages.OpVaultCreate, "v", messages.VaultCreateArgs{})
+	}
+	a := do("tenant-a", messages.OpExec, "v", messages.ExecArgs{Shell: `echo bad > "$GOCACHE/` + plant + `" && echo "$GOCACHE"`})
+	if a.Status != messages.StatusCompleted || a.ExitCode == nil || *a.ExitCode != 0 {
+		t.Fatalf("tenant A cannot write its own cache: exit %v, stderr %q", a.ExitCode, a.Stderr)
+	}
+	b := do("tenant-b", messages.OpExec, "v", messages.ExecArgs{Shell: `go env GOCACHE; cat "$GOCACHE/` + plant + `"`})
+	if strings.Contains(b.Stdout, "bad") || b.ExitCode == nil || *b.ExitCode == 0 {
+		t.Errorf("tenant B reads tenant A's cache entry: exit %v, stdout %q", b.ExitCode, b.Stdout)
+	}
+	if strings.TrimSpace(b.Stdout) == strings.TrimSpace(a.Stdout) {
+		t.Errorf("both tenants use the build cache %s", a.Stdout)
+	}
+	if host, err := os.UserCacheDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(host, "go-build", plant)); err == nil {
+			os.Remove(filepath.Join(host, "go-build", plant))
+			t.Errorf("the host's shared build cache got the planted file")
+		}
+	}
+	// Naming a shared cache explicitly does not reach it either.
+	shared := t.TempDir()
+	c := do("tenant-a", messages.OpExec, "v", messages.ExecArgs{Shell: `echo bad > "$GOCACHE/` + plant + `"`, Env: map[string]string{"GOCACHE": shared}})
+	if _, err := os.Stat(filepath.Join(shared, plant)); err == nil {
+		t.Errorf("--env GOCACHE=%s: the shared cache got the planted file (exit %v)", shared, c.ExitCode)
+	}
+}
+
+// What the sandbox refused a command is in its envelope and its audit
+// event: a mount, and a connection off the loopback without the network.
+func TestRefusalsAudited(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "r", messages.VaultCreateArgs{}, nil)
+	// The policy checks the command line only: a script gets past it.
+	f.write("r", "/try.sh", "mount -t tmpfs none /tmp; unshare -m true; python3 -c 'import socket; socket.create_connection((\"192.0.2.1\", 443), timeout=5)'; exit 0\n")
+	env := f.exec("r", messages.ExecArgs{Argv: []string{"sh", "try.sh"}})
+	if env.Status != messages.StatusCompleted {
+		t.Fatalf("status %s: %s %s", env.Status, env.Error, env.Stderr)
+	}
+	want := map[string]bool{"syscall mount ": true, "syscall unshare ": true, "network connect 192.0.2.1:443": true}
+	for _, r := range env.Sandbox.Refused {
+		delete(want, r.Kind+" "+r.Call+" "+r.Target)
+	}
+	if len(want) > 0 {
+		t.Fatalf("envelope refusals %+v lack %v (stderr %q)", env.Sandbox.Refused, want, env.Stderr)
+	}
+	var ev messages.AuditResult
+	f.do(messages.OpAudit, "r", messages.AuditArgs{Action: "exec.run"}, &ev)
+	last := ev.Events[len(ev.Events)-1]
+	b, _ := json.Marshal(last.Details["refused"])
+	if !strings.Contains(string(b), `"call":"mount"`) || !strings.Contains(string(b), `"target":"192.0.2.1:443"`) {
+		t.Fatalf("audit details.refused = %s", b)
+	}
+	// Nothing refused, nothing listed.
+	if env := f.exec("r", messages.ExecArgs{Shell: "true"}); env.Sandbox.Refused != nil {
+		t.Errorf("a plain command has refusals %+v", env.Sandbox.Refused)
+	}
+}
+
+// A command may lower its vault's limits, never raise them; the envelope
+// says what applied, and a command its own memory limit killed ends
+// limit_exceeded.
+func TestCommandLimits(t *testing.T) {
+	f := newFixture(t, Config{Sandbox: SandboxConfig{Limits: exec.Limits{MemoryBytes: 256 << 20},
+		Vaults: []VaultSandbox{{Namespace: "default", Vault: "bare", Mode: messages.SandboxNone}}}})
+	f.do(messages.OpVaultCreate, "l", messages.VaultCreateArgs{}, nil)
+	f.do(messages.OpVaultCreate, "bare", messages.VaultCreateArgs{}, nil)
+	env := f.exec("l", messages.ExecArgs{Argv: []string{"python3", "-c", "b = bytearray(128 << 20)"}, MemoryMB: 64, Pids: 50, CPUs: 0.5})
+	if env.Status != messages.StatusLimitExceeded || env.Sandbox.Limit != exec.LimitMemory ||
+		env.Sandbox.Limits != (messages.SandboxLimits{MemoryBytes: 64 << 20, Pids: 50, CPUs: 0.5}) {
+		t.Fatalf("--memory-mb 64: status %s, sandbox %+v, stderr %q", env.Status, env.Sandbox, env.Stderr)
+	}
+	// Within the vault's limit the same allocation passes.
+	env = f.exec("l", messages.ExecArgs{Argv: []string{"python3", "-c", "b = bytearray(128 << 20)"}})
+	if env.Status != messages.StatusCompleted || env.Sandbox.Limits.MemoryBytes != 256<<20 {
+		t.Fatalf("vault limit: status %s, sandbox %+v, stderr %q", env.Status, env.Sandbox, env.Stderr)
+	}
+	// Raising a limit, a negative one, or limits without a sandbox: refused,
+	// and nothing runs.
+	for _, c := range []struct {
+		vault string
+		args  messages.ExecArgs
+	}{
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", MemoryMB: 512}},
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", Pids: -1}},
+		{"bare", messages.ExecArgs{Shell: "echo ran > ran", Pids: 10}},
+	} {
+		f.do(messages.OpExec, c.vault, c.args, nil, messages.CodeInvalidArgument)
+		var cat messages.CatResult
+		if f.do(messages.OpCat, c.vault, messages.PathArgs{Path: "/ran"}, &cat, messages.CodeNotFound) == nil {
+			t.Errorf("%s %+v: the command ran", c.vault, c.args)
 		}
 	}
 }

@@ -48,6 +48,9 @@ type ServeOptions struct {
 	// publish to the audit stream when no local commit woke it (writes
 	// by other processes on the same store); default 200 ms.
 	AuditPoll time.Duration
+	// SweepEvery is how often the worker deletes the expired vaults it
+	// owns (expire.go); default 5 s.
+	SweepEvery time.Duration
 }
 
 // Server serves the requests a dispatcher forwards to one worker id.
@@ -102,6 +105,9 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if o.AuditPoll <= 0 {
 		o.AuditPoll = 200 * time.Millisecond
 	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = defaultSweepEvery
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -114,6 +120,10 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
 	s.pr = newPeers(s)
+	// Expired vaults are deleted through the fleet (sweepExpired), never
+	// behind its back by maint.run.
+	s.h.SweepOwned(nil)
+	handler.Register(s.h, messages.OpVaultMerge, s.mergeOp) // a fork may be on another worker (merge.go)
 	s.useObjects()
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
@@ -179,6 +189,10 @@ func (s *Server) Run(ctx context.Context) error {
 	adone := make(chan struct{})
 	go func() { defer close(adone); s.publishAudit(actx) }()
 	defer func() { acancel(); <-adone }()
+	sctx, scancel := context.WithCancel(ctx)
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); s.sweepExpired(sctx) }()
+	defer func() { scancel(); <-sdone }()
 	hb := time.NewTicker(2 * time.Second)
 	defer hb.Stop()
 	s.heartbeat(ctx)

@@ -31,8 +31,11 @@ func PolicyFrom(c *config.Config) (*policy.Policy, error) {
 }
 
 // Wire registers exec, approvals and policy on h for a process serving
-// the store under c.Home, and returns the cleanup that unmounts.
-func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error, error) {
+// the store under c.Home, and returns the cleanup that unmounts. serving
+// says the process serves requests until stopped (a worker, `avfs
+// serve`), not one command line: it then keeps sandbox inits alive
+// between commands (SandboxConfig.KeepInits).
+func Wire(c *config.Config, h *handler.Handler, log *slog.Logger, serving bool) (func() error, error) {
 	pol, err := PolicyFrom(c)
 	if err != nil {
 		return nil, err
@@ -41,6 +44,7 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger) (func() error,
 	if err != nil {
 		return nil, err
 	}
+	sb.KeepInits = serving
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
 	r := NewRunner(h.Store(), pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,

@@ -14,7 +14,7 @@ import (
 
 func (a *app) attemptsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "attempts", Short: "Run parallel attempts: fork a vault N times and run a command in each"}
-	var from, checkpoint, keep, commands, timeout, placement string
+	var from, checkpoint, keep, commands, timeout, placement, merge string
 	var count int
 	run := &cobra.Command{
 		Use:   "run --from VAULT (--count N -- CMD... | --commands FILE)",
@@ -52,7 +52,10 @@ func (a *app) attemptsCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("no command: pass -- CMD... with --count N, or --commands FILE")
 			}
-			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement})
+			if merge != "" && merge != "best" {
+				return usagef("--merge %q: want best", merge)
+			}
+			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement, Merge: merge})
 		},
 	}
 	f := run.Flags()
@@ -63,6 +66,7 @@ func (a *app) attemptsCmd() *cobra.Command {
 	f.StringVar(&keep, "keep", "all", "which forks to keep afterwards: best (the fastest that exited 0), all or none")
 	f.StringVar(&timeout, "timeout", "", "per-attempt timeout (default 300s)")
 	f.StringVar(&placement, "placement", messages.PlacementSpread, "where the forks go in a fleet: spread (across workers) or source (the source's worker)")
+	f.StringVar(&merge, "merge", "", "best: merge the best attempt back into --from (see vault merge); exit status 1 when it could not")
 	c.AddCommand(run)
 	return c
 }
@@ -77,8 +81,17 @@ func (a *app) runAttempts(cmd *cobra.Command, spec client.Attempts) error {
 	if err != nil {
 		return &requestError{toErr(err)}
 	}
+	// A merge asked for and not done fails the command, after the
+	// result is shown.
+	var failed error
+	if res.MergeError != nil {
+		failed = &exitError{1}
+	}
 	if a.json {
-		return a.emit(res)
+		if err := a.emit(res); err != nil {
+			return err
+		}
+		return failed
 	}
 	tw := newTable(a.stdout)
 	fmt.Fprintln(tw, "ATTEMPT\tVAULT\tWORKER\tSTATUS\tEXIT\tDURATION\tADDED\tMODIFIED\tDELETED\tCOMMAND")
@@ -97,5 +110,11 @@ func (a *app) runAttempts(cmd *cobra.Command, spec client.Attempts) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(a.stdout, "best: %s; kept: %s\n", deref(res.Best), strings.Join(res.Kept, ", "))
-	return nil
+	switch {
+	case res.Merge != nil:
+		printMerge(a.stdout, res.Merge)
+	case res.MergeError != nil:
+		fmt.Fprintf(a.stderr, "not merged: %s\n", res.MergeError.Message)
+	}
+	return failed
 }

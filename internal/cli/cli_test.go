@@ -249,6 +249,7 @@ func TestExecExitStatuses(t *testing.T) {
 		{[]string{"--shell", "curl http://example.invalid"}, 125, "approval_required"},
 		{[]string{"--timeout", "300ms", "--", "sleep", "30"}, 124, "timed_out"},
 		{[]string{"--", "no-such-program-avfs"}, 125, "failed_to_start"},
+		{[]string{"--memory-mb", "64", "--", "python3", "-c", "b = bytearray(256 << 20)"}, 137, "limit_exceeded"},
 	} {
 		out, _, code := e.run("", append([]string{"exec", "--vault", "x", "--json"}, tc.args...)...)
 		var env struct {
@@ -261,6 +262,7 @@ func TestExecExitStatuses(t *testing.T) {
 			t.Errorf("exec %v: exit %d status %s, want %d %s", tc.args, code, env.Status, tc.exit, tc.status)
 		}
 	}
+	e.fails(1, "INVALID_ARGUMENT", "exec", "--vault", "x", "--pids", "-1", "--", "true")
 	out, _, code := e.run("from stdin", "exec", "--vault", "x", "--stdin", "--", "cat")
 	if code != 0 || !strings.Contains(out, `"stdout":"from stdin"`) {
 		t.Fatalf("exec --stdin: exit %d %s", code, out)

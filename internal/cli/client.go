@@ -37,8 +37,15 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 	if err != nil {
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 	}
+	// In process, this process owns every vault: it deletes the
+	// expired ones (forks made with --ttl) as it opens the store.
+	if gone, err := st.SweepExpired(ctx, nil); err != nil {
+		log.Warn("expiry sweep", "err", err)
+	} else if len(gone) > 0 {
+		log.Info("expired vaults deleted", "vaults", gone)
+	}
 	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := worker.Wire(c, h, log)
+	cl, err := worker.Wire(c, h, log, false)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("set up handler: %w", err)
@@ -48,7 +55,8 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 
 // storeOptions are the vault store's options from the config.
 func storeOptions(c *config.Config) vault.Options {
-	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize}
+	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize,
+		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode}}
 }
 
 // natsClient sends requests to a fleet.

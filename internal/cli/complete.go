@@ -38,7 +38,7 @@ func fixed(values ...string) completeFunc {
 var auditActions = []string{
 	"file.", "file.write", "file.truncate", "dir.create", "symlink.create", "remove", "rename", "copy", "setattr",
 	"checkpoint.", "checkpoint.save", "checkpoint.restore", "checkpoint.delete",
-	"vault.", "vault.create", "vault.delete", "vault.fork", "vault.forked", "quota.set",
+	"vault.", "vault.create", "vault.delete", "vault.fork", "vault.forked", "vault.merge", "merge.take", "quota.set",
 	"exec.", "approval.",
 }
 
@@ -85,7 +85,7 @@ func (a *app) registerCompletions(root *cobra.Command) {
 	}
 	none := fixed()
 
-	args(nth(0, a.completeVaults), "vault info", "vault use", "vault delete", "vault fork")
+	args(nth(0, a.completeVaults), "vault info", "vault use", "vault delete", "vault fork", "vault merge")
 	args(func(cmd *cobra.Command, args []string, to string) ([]string, cobra.ShellCompDirective) {
 		if len(args) == 0 {
 			return a.completeVaults(cmd, args, to)
@@ -104,7 +104,7 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		"serve", "worker", "dispatcher", "fleet status", "fleet dlq list", "config show", "policy show", "approval list")
 	args(nth(0, a.completePaths), "cat", "stat", "mkdir", "write")
 	args(upTo(1, a.completePaths), "ls")
-	args(upTo(2, a.completePaths), "rm", "mv", "cp")
+	args(upTo(2, a.completePaths), "rm", "mv", "cp", "ln")
 	args(func(cmd *cobra.Command, args []string, to string) ([]string, cobra.ShellCompDirective) {
 		if len(args) == 0 {
 			return a.completePaths(cmd, args, to)
@@ -129,6 +129,21 @@ func (a *app) registerCompletions(root *cobra.Command) {
 		}
 		return nil, noFiles
 	}, "quota set")
+	args(func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		switch {
+		case len(args) == 0:
+			return []string{"auto_keep", "auto_max_age", "quota_mode", "ttl"}, noFiles
+		case len(args) == 1 && args[0] == "quota_mode":
+			return []string{"logical", "unique", "default"}, noFiles
+		case len(args) == 1 && args[0] == "ttl":
+			return []string{"none"}, noFiles
+		case len(args) == 1:
+			return []string{"default"}, noFiles
+		}
+		return nil, noFiles
+	}, "vault set")
+	args(nth(0, a.completeVaults), "vault settings")
+	args(none, "stats", "compact", "maintain", "audit clear")
 	args(func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	}, "mount", "unmount")
@@ -148,6 +163,9 @@ func (a *app) registerCompletions(root *cobra.Command) {
 	flag("checkpoint", a.completeCheckpointsOf(""), "vault fork")
 	flag("placement", fixed(messages.PlacementSource, messages.PlacementSpread), "vault fork", "attempts run")
 	flag("keep", fixed("best", "all", "none"), "attempts run")
+	flag("merge", fixed("best"), "attempts run")
+	flag("into", a.completeVaults, "vault merge")
+	flag("strategy", fixed(messages.MergeOurs, messages.MergeTheirs), "vault merge")
 	flag("from", a.completeVaults, "attempts run")
 	flag("cwd", a.completeDirs, "exec", "proxy exec")
 	flag("path", a.completePaths, "audit")

@@ -35,6 +35,9 @@ func (a *app) checkConfig() error {
 	if _, err := worker.PolicyFrom(a.cfg); err != nil {
 		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
+	if err := storeOptions(a.cfg).Defaults.Validate(); err != nil {
+		return &usageError{fmt.Sprintf("config %s: checkpoints or quota: %v", a.viper.ConfigFileUsed(), err), hint}
+	}
 	return nil
 }
 

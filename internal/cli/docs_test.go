@@ -22,9 +22,10 @@ import (
 var docResultTypes = map[string]any{
 	"vault create": messages.VaultResult{}, "vault list": messages.VaultListResult{}, "vault info": messages.VaultResult{},
 	"vault use": messages.VaultResult{}, "vault fork": messages.ForkResult{}, "vault delete": messages.DeletedResult{},
+	"vault merge": messages.MergeResult{}, "attempts run": messages.AttemptsResult{},
 	"vault export": messages.TransferResult{}, "vault import": messages.TransferResult{},
 	"write": messages.WriteResult{}, "cat": messages.CatResult{}, "ls": messages.LsResult{}, "stat": messages.Entry{},
-	"mkdir": messages.PathResult{}, "rm": messages.PathResult{}, "mv": messages.PathResult{}, "cp": messages.PathResult{},
+	"mkdir": messages.PathResult{}, "rm": messages.PathResult{}, "mv": messages.PathResult{}, "cp": messages.PathResult{}, "ln": messages.PathResult{},
 	"import": messages.BatchResult{}, "export": messages.BatchResult{},
 	"checkpoint save": messages.CheckpointResult{}, "checkpoint list": messages.CheckpointListResult{},
 	"checkpoint restore": messages.RestoreResult{}, "checkpoint delete": messages.DeletedResult{}, "checkpoint diff": messages.DiffResult{},
@@ -33,6 +34,9 @@ var docResultTypes = map[string]any{
 	"policy check": messages.PolicyCheckResult{}, "policy show": policyDoc{},
 	"serve": serveDoc{}, "fleet status": messages.FleetStatus{}, "fleet dlq list": messages.DeadLetters{},
 	"version": versionInfo{}, "config show": configDoc{},
+	"vault settings": messages.VaultSettingsResult{}, "vault set": messages.VaultSettingsResult{},
+	"stats": messages.StatsResult{}, "compact": messages.CompactResult{}, "maintain": messages.MaintainResult{},
+	"audit clear": messages.AuditClearResult{}, "gc": gcDoc{},
 	"error": struct {
 		Error errorWithHint `json:"error"`
 	}{},
@@ -40,7 +44,14 @@ var docResultTypes = map[string]any{
 
 // docNamedTypes are the types docs/cli.md describes field by field
 // ("`VaultInfo`: `name`, ...").
-var docNamedTypes = map[string]any{"VaultInfo": messages.VaultInfo{}, "ChangeSummary": messages.ChangeSummary{}}
+var docNamedTypes = map[string]any{"VaultInfo": messages.VaultInfo{}, "ChangeSummary": messages.ChangeSummary{}, "MergeConflict": messages.MergeConflict{}}
+
+// gcDoc is what `avfs gc` prints (a map in gcCmd).
+type gcDoc struct {
+	Freed     messages.GCCounts `json:"freed"`
+	WouldFree messages.GCCounts `json:"would_free"`
+	DryRun    bool              `json:"dry_run"`
+}
 
 // serveDoc is what `avfs serve` prints (a map in serveCmd).
 type serveDoc struct {

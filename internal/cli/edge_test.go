@@ -98,3 +98,23 @@ func TestQuotaEntriesAgree(t *testing.T) {
 	e.ok("quota", "set", "max_size_mb", "1099511627776", "--json")
 	e.ok("write", "/f", "fits", "--json")
 }
+
+// TestRuntimeSettings: config show lists the fleet processes' runtime
+// settings with their defaults, and a worker refuses values it cannot
+// apply before it does anything. (A valid value is not applied here: it
+// would change this test process's collector.)
+func TestRuntimeSettings(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.ok("config", "show", "--json")["config"].(map[string]any)
+	if cfg["runtime.gc_percent"] != float64(25) || cfg["runtime.memory_limit_mb"] != float64(0) {
+		t.Fatalf("runtime settings: gc_percent %v, memory_limit_mb %v, want 25 and 0", cfg["runtime.gc_percent"], cfg["runtime.memory_limit_mb"])
+	}
+	for _, yaml := range []string{"runtime:\n  gc_percent: 0\n", "runtime:\n  gc_percent: -1\n", "runtime:\n  memory_limit_mb: -1\n"} {
+		if err := os.WriteFile(filepath.Join(e.home, "avfs.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"worker", "dispatcher", "serve"} {
+			e.fails(1, "INVALID_ARGUMENT", cmd, "--nats", "nats://127.0.0.1:1", "--json")
+		}
+	}
+}

@@ -35,6 +35,7 @@ Runs live in the server (avfs serve, or a fleet's worker), so --detach needs
 one: without a server there is no process to own the run.`,
 		Example: `  avfs exec -- sh -c 'echo a; sleep 4; echo b'
   avfs exec --shell 'cargo test' --timeout 10m
+  avfs exec --memory-mb 512 --pids 64 --cpus 1 -- make -j4
   avfs exec --detach -- cargo build --release`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, argv []string) error {
 			x := args
@@ -98,6 +99,9 @@ one: without a server there is no process to own the run.`,
 	f.StringArrayVar(&env, "env", nil, "K=V added to the command's environment (repeatable)")
 	f.StringVar(&args.Shell, "shell", "", "run this shell string with /bin/sh -c (every command in it is policy-checked)")
 	f.BoolVar(&stdin, "stdin", false, "pass avfs's stdin to the command (default: closed)")
+	f.Int64Var(&args.MemoryMB, "memory-mb", 0, "cap this command's memory (MiB); may only lower the vault's limit")
+	f.IntVar(&args.Pids, "pids", 0, "cap this command's processes and threads; may only lower the vault's limit")
+	f.Float64Var(&args.CPUs, "cpus", 0, "cap this command's CPU time per second, e.g. 0.5; may only lower the vault's limit")
 	f.BoolVar(&detach, "detach", false, "start a background run, print its id and return (needs a server: avfs serve)")
 	return c
 }

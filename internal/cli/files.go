@@ -163,6 +163,12 @@ of the file (see avfs log) as a document.`,
 		}),
 	}
 	cp.Flags().BoolVarP(&cpRec, "recursive", "r", false, "copy directories")
+	ln := &cobra.Command{
+		Use: "ln SRC DST", Short: "Make DST another name of SRC (a hard link)", Args: cobra.ExactArgs(2),
+		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
+			return call[messages.PathResult](a, cmd, messages.OpLn, v, messages.MoveArgs{Src: args[0], Dst: args[1]})
+		}),
+	}
 
 	imp := &cobra.Command{
 		Use: "import HOSTDIR [VAULTDIR]", Short: "Copy a host directory tree into the vault", Args: cobra.RangeArgs(1, 2),
@@ -180,7 +186,7 @@ of the file (see avfs log) as a document.`,
 			return a.exportTree(cmd, v, trimSlash(args[0]), args[1])
 		}),
 	}
-	return []*cobra.Command{write, cat, lsCmd, stat, mkdir, rm, mv, cp, imp, exp}
+	return []*cobra.Command{write, cat, lsCmd, stat, mkdir, rm, mv, cp, ln, imp, exp}
 }
 
 // Import batches: many files per request and transaction, bounded so a

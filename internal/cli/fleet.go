@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,7 +154,7 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 	}
 	defer st.Close()
 	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter})
-	cleanup, err := worker.Wire(a.cfg, h, a.log)
+	cleanup, err := worker.Wire(a.cfg, h, a.log, true)
 	if err != nil {
 		return err
 	}
@@ -173,6 +174,9 @@ func (a *app) serveCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := a.tuneRuntime(); err != nil {
+				return err
+			}
 			if url := runningServe(a.cfg.Home); url != "" {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
 			}
@@ -281,6 +285,26 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 	return f, nil
 }
 
+// tuneRuntime applies runtime.gc_percent and runtime.memory_limit_mb to
+// this process, a long-lived fleet member, unless GOGC or GOMEMLIMIT in
+// the environment already say otherwise.
+func (a *app) tuneRuntime() error {
+	r := a.cfg.Runtime
+	if r.GCPercent < 1 {
+		return messages.Errorf(messages.CodeInvalidArgument, "runtime.gc_percent %d: want 1 or more (100 is Go's default)", r.GCPercent)
+	}
+	if r.MemoryLimitMB < 0 || r.MemoryLimitMB > 1<<40 {
+		return messages.Errorf(messages.CodeInvalidArgument, "runtime.memory_limit_mb %d: want 0 (none) to 2^40", r.MemoryLimitMB)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(r.GCPercent)
+	}
+	if r.MemoryLimitMB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(r.MemoryLimitMB << 20)
+	}
+	return nil
+}
+
 // topology is the fleet's stream settings from the config.
 func (a *app) topology() embedded.Topology {
 	n := a.cfg.NATS
@@ -326,6 +350,9 @@ func (a *app) workerCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "worker --nats URL [--id ID] [--http HOST:PORT]", Short: "Join a fleet as a worker serving the vaults under --home", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.tuneRuntime(); err != nil {
+				return err
+			}
 			nc, err := a.joinFleet(cmd.Context(), "avfs-worker")
 			if err != nil {
 				return err
@@ -384,6 +411,9 @@ func (a *app) dispatcherCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "dispatcher --nats URL", Short: "Join a fleet as a dispatcher", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.tuneRuntime(); err != nil {
+				return err
+			}
 			nc, err := a.joinFleet(cmd.Context(), "avfs-dispatcher")
 			if err != nil {
 				return err

@@ -59,6 +59,9 @@ func (a *app) hint(cmd *cobra.Command, e *messages.Error) string {
 		return "list the checkpoints with `avfs checkpoint list`"
 	case messages.CodeCheckpointExists:
 		return "choose another name, or delete the old one with `avfs checkpoint delete NAME`"
+	case messages.CodeMergeConflict:
+		fork, _ := e.Details["fork"].(string)
+		return fmt.Sprintf("list the conflicts with `avfs vault merge %s --dry-run`, resolve them with --strategy ours|theirs", fork)
 	case messages.CodeQuotaExceeded:
 		if l, ok := e.Details["limit"].(string); ok {
 			return fmt.Sprintf("raise the limit with `avfs quota set %s VALUE` (or `none`)", l)

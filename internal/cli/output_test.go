@@ -122,7 +122,7 @@ func TestOutputFormats(t *testing.T) {
 		t.Errorf("quota table:\n%s", out)
 	}
 	out, _, _ = e.run("", "config", "show", "--json=false")
-	if !strings.Contains(out, "exec.timeout            5m0s") {
+	if !regexp.MustCompile(`\nexec\.timeout +5m0s\n`).MatchString(out) {
 		t.Errorf("config show: exec.timeout is not a duration\n%s", out)
 	}
 	if got := e.ok("config", "show")["config"].(map[string]any)["exec.timeout"]; got != "5m0s" {

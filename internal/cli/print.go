@@ -113,14 +113,18 @@ func (p printer) print(w io.Writer, v any) error {
 			break
 		}
 		if p.wide {
-			fmt.Fprintln(tw, "NAME\tFILES\tDIRS\tSIZE\tSTORED\tCHECKPOINTS\tPARENT\tWORKER\tQUOTA\tCREATED")
+			fmt.Fprintln(tw, "NAME\tFILES\tDIRS\tSIZE\tSTORED\tCHECKPOINTS\tPARENT\tWORKER\tQUOTA\tCREATED\tEXPIRES")
 		} else {
 			fmt.Fprintln(tw, "NAME\tFILES\tSIZE\tCHECKPOINTS\tPARENT\tCREATED")
 		}
 		for _, x := range r.Vaults {
 			if p.wide {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", x.Name, x.Files, x.Dirs, size(x.Bytes), storedSize(x.StoredBytes),
-					x.Checkpoints, deref(x.Parent), dash(x.Worker), quotaText(x.Quota), p.time(x.CreatedAt))
+				expires := "-"
+				if x.ExpiresAt != nil {
+					expires = stamp(*x.ExpiresAt)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", x.Name, x.Files, x.Dirs, size(x.Bytes), storedSize(x.StoredBytes),
+					x.Checkpoints, deref(x.Parent), dash(x.Worker), quotaText(x.Quota), p.time(x.CreatedAt), expires)
 			} else {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", x.Name, x.Files, size(x.Bytes), x.Checkpoints, deref(x.Parent), p.time(x.CreatedAt))
 			}
@@ -231,7 +235,11 @@ func (p printer) print(w io.Writer, v any) error {
 		fmt.Fprintf(tw, "%d added, %d modified, %d deleted (+%s/-%s)\n", len(c.Added), len(c.Modified), len(c.Deleted), size(c.BytesAdded), size(c.BytesRemoved))
 	case *messages.QuotaResult:
 		fmt.Fprintln(tw, "LIMIT\tUSED\tMAX")
-		fmt.Fprintf(tw, "max_size_mb\t%s\t%s\n", size(r.Usage.Bytes), limit(r.Quota.MaxSizeMB, " MiB"))
+		used := size(r.Usage.Bytes)
+		if r.Usage.UniqueBytes != nil {
+			used = size(*r.Usage.UniqueBytes) + " unique" // what the unique mode counts
+		}
+		fmt.Fprintf(tw, "max_size_mb\t%s\t%s\n", used, limit(r.Quota.MaxSizeMB, " MiB"))
 		fmt.Fprintf(tw, "max_files\t%d\t%s\n", r.Usage.Files, limit(r.Quota.MaxFiles, ""))
 		fmt.Fprintf(tw, "max_file_size_mb\t-\t%s\n", limit(r.Quota.MaxFileSizeMB, " MiB"))
 	case *messages.AuditResult:
@@ -423,6 +431,9 @@ func (p printer) vault(w io.Writer, v messages.VaultInfo) {
 		fmt.Fprintf(w, "worker\t%s\n", v.Worker)
 	}
 	fmt.Fprintf(w, "created\t%s\n", p.time(v.CreatedAt))
+	if v.ExpiresAt != nil {
+		fmt.Fprintf(w, "expires\t%s\n", stamp(*v.ExpiresAt))
+	}
 }
 
 // changeList prints up to listLimit paths of one kind (all when wide).

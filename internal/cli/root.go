@@ -268,6 +268,7 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 	root.AddCommand(a.searchCmds()...)
 	root.AddCommand(a.labelCmds()...)
 	root.AddCommand(a.snapshotCmd())
+	root.AddCommand(a.maintCmds()...)
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.runCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
 	// Made now rather than at Execute, so that finishTree reaches them.

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -80,12 +81,13 @@ func (a *app) vaultCmd() *cobra.Command {
 		},
 	}
 	var forkCheckpoint, forkPlacement string
+	var forkTTL time.Duration
 	var forkUse bool
 	fork := &cobra.Command{
 		Use: "fork SRC DST", Short: "Fork a vault (copies no content)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var out messages.ForkResult
-			raw, err := a.do(cmd.Context(), messages.OpVaultFork, args[0], messages.VaultForkArgs{Target: args[1], Checkpoint: forkCheckpoint, Placement: forkPlacement}, &out)
+			raw, err := a.do(cmd.Context(), messages.OpVaultFork, args[0], messages.VaultForkArgs{Target: args[1], Checkpoint: forkCheckpoint, Placement: forkPlacement, TTL: ttlArg(forkTTL)}, &out)
 			if err != nil {
 				return err
 			}
@@ -99,6 +101,7 @@ func (a *app) vaultCmd() *cobra.Command {
 	}
 	fork.Flags().StringVar(&forkCheckpoint, "checkpoint", "", "fork the state saved in this checkpoint instead of the current tree")
 	fork.Flags().BoolVar(&forkUse, "use", false, "make the fork the default vault")
+	fork.Flags().DurationVar(&forkTTL, "ttl", 0, "delete the fork this long after it is made (2h, 30m): its owner sweeps it")
 	fork.Flags().StringVar(&forkPlacement, "placement", "", "in a fleet: source (default: the source's worker, nothing copied) or spread (the least loaded worker, which fetches the content it lacks)")
 
 	var yes bool
@@ -149,7 +152,8 @@ func (a *app) vaultCmd() *cobra.Command {
 			return call[messages.TransferResult](a, cmd, messages.OpVaultImport, args[1], messages.VaultTransferArgs{File: file})
 		},
 	}
-	c.AddCommand(create, list, info, use, fork, del, export, imp)
+	c.AddCommand(create, list, info, use, fork, a.vaultMergeCmd(), del, export, imp)
+	c.AddCommand(a.vaultSettingsCmds()...)
 	return c
 }
 
@@ -271,6 +275,7 @@ func (a *app) auditCmd() *cobra.Command {
 	c.Flags().StringVar(&args.Action, "action", "", "action, or a prefix like file. or checkpoint.*")
 	c.Flags().StringVar(&args.Path, "path", "", "this path and everything below it")
 	c.Flags().IntVar(&args.Limit, "limit", 100, "at most this many (the newest)")
+	c.AddCommand(a.auditClearCmd())
 	return c
 }
 

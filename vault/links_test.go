@@ -1,0 +1,254 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// paths lists the paths of changes.
+func paths(cs []Change) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Path)
+	}
+	return out
+}
+
+func TestHardLinks(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	v := newVault(t, s, "a", Quota{})
+	mustWrite(t, v, "/d/a", []byte("one"))
+	mustWrite(t, v, "/e/keep", []byte("k"))
+	must(t, v.Mkdir(ctx, "/other", 0o755, false, Meta{}))
+	before, err := v.Info(ctx)
+	must(t, err)
+
+	// Errors first: nothing changes.
+	for _, c := range []struct {
+		old, new string
+		want     error
+	}{
+		{"/d", "/x", ErrPermission},
+		{"/missing", "/x", ErrNotFound},
+		{"/d/a", "/e/keep", ErrExists},
+		{"/d/a", "/nodir/x", ErrNotFound},
+		{"/d/a", "/d/a/x", ErrNotDir},
+	} {
+		if err := v.Link(ctx, c.old, c.new, Meta{}); !errors.Is(err, c.want) {
+			t.Errorf("link %s %s: %v, want %v", c.old, c.new, err, c.want)
+		}
+	}
+
+	must(t, v.Link(ctx, "/d/a", "/e/b", Meta{}))
+	must(t, v.Link(ctx, "/e/b", "/c", Meta{})) // a link of a link
+	ea, err := v.Stat(ctx, "/d/a")
+	must(t, err)
+	for _, p := range []string{"/d/a", "/e/b", "/c"} {
+		e, err := v.Stat(ctx, p)
+		must(t, err)
+		if e.Ino != ea.Ino || e.Nlink != 3 || e.Kind != KindFile || e.Size != 3 {
+			t.Fatalf("stat %s = %+v, want ino %d, 3 links", p, e, ea.Ino)
+		}
+	}
+	list, err := v.ReadDir(ctx, "/e")
+	must(t, err)
+	if len(list) != 2 || list[0].Name != "b" || list[0].Ino != ea.Ino || list[0].Nlink != 3 || list[0].Kind != KindFile {
+		t.Fatalf("readdir /e = %+v", list)
+	}
+	root, err := v.ReadDir(ctx, "/")
+	must(t, err)
+	var names []string
+	for _, e := range root {
+		names = append(names, e.Name)
+	}
+	if !slices.Equal(names, []string{"c", "d", "e", "other"}) {
+		t.Fatalf("root lists %q: the hidden directory shows", names)
+	}
+	info, err := v.Info(ctx)
+	must(t, err)
+	if info.Files != before.Files+2 || info.Dirs != before.Dirs {
+		t.Fatalf("usage after two links: files %d dirs %d, before %d %d", info.Files, info.Dirs, before.Files, before.Dirs)
+	}
+
+	// A write through one name shows through the others.
+	if _, err := v.WriteAt(ctx, "/e/b", 3, []byte("+two"), Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(t, v, "/d/a", []byte("one+two"))
+	mustRead(t, v, "/c", []byte("one+two"))
+	mode := FileMode(0o600)
+	_, err = v.SetAttr(ctx, "/c", &mode, nil, Meta{})
+	must(t, err)
+	if a := attrsOf(t, v, "/d/a"); a.mode != 0o600 {
+		t.Fatalf("chmod through one name: other name's mode %o", a.mode)
+	}
+
+	// Checkpoint, then a fork whose writes leave the parent alone.
+	_, err = v.SaveCheckpoint(ctx, "base", "", false, Meta{})
+	must(t, err)
+	_, err = s.Fork(ctx, "default", "a", "f", "", Meta{})
+	must(t, err)
+	f := s.Vault("default", "f")
+	_, err = f.WriteFile(ctx, "/c", []byte("fork"), WriteOptions{}, Meta{})
+	must(t, err)
+	mustRead(t, f, "/d/a", []byte("fork"))
+	mustRead(t, v, "/d/a", []byte("one+two"))
+	mustRead(t, v, "/c", []byte("one+two"))
+
+	// A change of the inode is reported under every name, even in
+	// directories nothing else changed in.
+	ch, err := f.Diff(ctx, "", "")
+	must(t, err)
+	if !ch.Empty() {
+		t.Fatalf("diff of a tree with itself: %+v", ch)
+	}
+	ch, err = v.Diff(ctx, "base", "")
+	must(t, err)
+	if !ch.Empty() {
+		t.Fatalf("diff right after a checkpoint: %+v", ch)
+	}
+	_, err = v.WriteFile(ctx, "/d/a", []byte("changed"), WriteOptions{}, Meta{})
+	must(t, err)
+	ch, err = v.Diff(ctx, "base", "")
+	must(t, err)
+	if got := paths(ch.Modified); !slices.Equal(got, []string{"/c", "/d/a", "/e/b"}) || len(ch.Added)+len(ch.Deleted) != 0 {
+		t.Fatalf("diff after a write through one name: %+v", ch)
+	}
+	if ch.Modified[0].Type != "file" || ch.Modified[0].Size != 7 || ch.BytesRemoved != 0 || ch.BytesAdded != 0 {
+		t.Fatalf("diff reports %+v", ch)
+	}
+
+	// Unlink one name: the others stay, with one link less.
+	must(t, v.Remove(ctx, "/e/b", RemoveOptions{}, Meta{}))
+	if e, err := v.Stat(ctx, "/c"); err != nil || e.Nlink != 2 {
+		t.Fatalf("after unlink: %+v, %v", e, err)
+	}
+	mustRead(t, v, "/d/a", []byte("changed"))
+	// Rename over a name of the same inode does nothing; over another
+	// file replaces it.
+	must(t, v.Rename(ctx, "/c", "/d/a", RenameOptions{}, Meta{}))
+	if e, err := v.Stat(ctx, "/c"); err != nil || e.Nlink != 2 {
+		t.Fatalf("rename onto its own other name: %+v, %v", e, err)
+	}
+	must(t, v.Rename(ctx, "/c", "/e/keep", RenameOptions{}, Meta{}))
+	mustRead(t, v, "/e/keep", []byte("changed"))
+	if _, err := v.Stat(ctx, "/c"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("stat /c after rename: %v", err)
+	}
+	// A link renamed over a name of another inode takes a link off it.
+	must(t, v.Link(ctx, "/d/a", "/other/x", Meta{}))
+	mustWrite(t, v, "/new", []byte("new"))
+	must(t, v.Rename(ctx, "/new", "/other/x", RenameOptions{}, Meta{}))
+	if e, err := v.Stat(ctx, "/d/a"); err != nil || e.Nlink != 2 {
+		t.Fatalf("after rename over one name: %+v, %v", e, err)
+	}
+
+	// Export and import keep the links; the export has no hidden paths.
+	file := filepath.Join(t.TempDir(), "a.avfs")
+	_, err = s.Export(ctx, "default", "a", file)
+	must(t, err)
+	_, err = s.Import(ctx, file, "default", "imp", Meta{})
+	must(t, err)
+	imp := s.Vault("default", "imp")
+	_, err = imp.WriteFile(ctx, "/e/keep", []byte("imported"), WriteOptions{}, Meta{})
+	must(t, err)
+	mustRead(t, imp, "/d/a", []byte("imported"))
+	mustRead(t, v, "/d/a", []byte("changed"))
+	host := t.TempDir()
+	_, err = v.ExportDir(ctx, "/", host)
+	must(t, err)
+	if got, _ := filepath.Glob(filepath.Join(host, "*")); len(got) != 3 {
+		t.Fatalf("export to a directory wrote %q", got)
+	}
+	for _, p := range []string{"d/a", "e/keep"} {
+		if b, err := os.ReadFile(filepath.Join(host, p)); err != nil || string(b) != "changed" {
+			t.Fatalf("exported %s: %q, %v", p, b, err)
+		}
+	}
+
+	// Search and find show each name, never the hidden directory.
+	found, err := v.Find(ctx, "/", FindOptions{})
+	must(t, err)
+	var files []string
+	for _, e := range found {
+		if len(e.Path) > MaxNameLen {
+			t.Fatalf("find shows %q", e.Path)
+		}
+		if e.Kind == KindFile && e.Ino == ea.Ino {
+			files = append(files, e.Path)
+		}
+	}
+	if !slices.Equal(files, []string{"/d/a", "/e/keep"}) {
+		t.Fatalf("find lists the linked file as %q", files)
+	}
+	hits, err := v.Search(ctx, "changed", 0)
+	must(t, err)
+	var hitPaths []string
+	for _, h := range hits {
+		hitPaths = append(hitPaths, h.Path)
+	}
+	slices.Sort(hitPaths)
+	if !slices.Equal(hitPaths, []string{"/d/a", "/e/keep"}) {
+		t.Fatalf("search finds %q", hitPaths)
+	}
+
+	// Restore brings back the checkpoint's names and content.
+	_, err = v.RestoreCheckpoint(ctx, "base", Meta{})
+	must(t, err)
+	mustRead(t, v, "/e/b", []byte("one+two"))
+	if e, err := v.Stat(ctx, "/e/b"); err != nil || e.Nlink != 3 {
+		t.Fatalf("after restore: %+v, %v", e, err)
+	}
+
+	// The last name takes the inode with it; GC keeps what is linked.
+	for _, p := range []string{"/e/b", "/c"} {
+		must(t, v.Remove(ctx, p, RemoveOptions{}, Meta{}))
+	}
+	_, err = s.GC(ctx)
+	must(t, err)
+	mustRead(t, v, "/d/a", []byte("one+two"))
+	mustRead(t, f, "/e/b", []byte("fork"))
+	if e, err := v.Stat(ctx, "/d/a"); err != nil || e.Nlink != 1 {
+		t.Fatalf("last name: %+v, %v", e, err)
+	}
+	must(t, v.Remove(ctx, "/d", RemoveOptions{Recursive: true}, Meta{}))
+	info, err = v.Info(ctx)
+	must(t, err)
+	if info.Files != 1 || info.Bytes != 1 {
+		t.Fatalf("usage after removing every name: %+v", info)
+	}
+}
+
+func TestRenameExchange(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	v := newVault(t, s, "a", Quota{})
+	mustWrite(t, v, "/a/f", []byte("file"))
+	mustWrite(t, v, "/b/sub/g", []byte("g"))
+	must(t, v.Rename(ctx, "/a/f", "/b/sub", RenameOptions{Exchange: true}, Meta{}))
+	mustRead(t, v, "/b/sub", []byte("file"))
+	mustRead(t, v, "/a/f/g", []byte("g"))
+	if e, err := v.Stat(ctx, "/a"); err != nil || e.Nlink != 3 {
+		t.Fatalf("/a after exchange: %+v, %v", e, err)
+	}
+	if e, err := v.Stat(ctx, "/b"); err != nil || e.Nlink != 2 {
+		t.Fatalf("/b after exchange: %+v, %v", e, err)
+	}
+	for _, c := range []struct {
+		a, b string
+		want error
+	}{
+		{"/a/f", "/missing", ErrNotFound},
+		{"/a", "/a/f/g", ErrInvalidArgument},
+		{"/a/f/g", "/a", ErrInvalidArgument},
+	} {
+		if err := v.Rename(ctx, c.a, c.b, RenameOptions{Exchange: true}, Meta{}); !errors.Is(err, c.want) {
+			t.Errorf("exchange %s %s: %v, want %v", c.a, c.b, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/avfs/avfs/client"
+	"github.com/avfs/avfs/messages"
+)
+
+// defaultSweepEvery is how often a worker looks for expired vaults
+// (ServeOptions.SweepEvery).
+const defaultSweepEvery = 5 * time.Second
+
+// sweepExpired deletes the vaults this worker owns whose expiry (a fork
+// made with a TTL) passed, until ctx ends. It sends each delete through
+// the fleet like any client, so that the delete is ordered with the
+// vault's other requests and its tombstone reaches the object store
+// (afterDelete): a copy elsewhere cannot bring the vault back. The
+// request id is derived from the vault and its expiry, so a delete sent
+// again (the next sweep, another worker that took the vault over) has one
+// effect.
+func (s *Server) sweepExpired(ctx context.Context) {
+	c, err := client.New(s.nc) // (not closed: Close would close s.nc)
+	if err != nil {
+		s.log.Warn("expiry sweep disabled", "err", err)
+		return
+	}
+	t := time.NewTicker(s.o.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweepOnce(ctx, c)
+		}
+	}
+}
+
+func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
+	ex, err := s.h.Store().Expired(ctx)
+	if err != nil {
+		s.log.Warn("expiry sweep", "err", err)
+		return
+	}
+	for _, e := range ex {
+		if o, ok := s.owned.Cached(e.Namespace, e.Name); !ok || o.Worker != s.id {
+			continue // a stale copy, or not placed yet: its owner sweeps it
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rep, err := c.Do(rctx, messages.Request{Op: messages.OpVaultDelete, Namespace: e.Namespace, Vault: e.Name, Actor: "ttl",
+			RequestID: fmt.Sprintf("expire-%s-%s-%d", e.Namespace, e.Name, e.ExpiresAt.UnixNano())})
+		cancel()
+		switch {
+		case err != nil:
+			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", err)
+		case rep.Error != nil && rep.Error.Code != messages.CodeVaultNotFound:
+			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", rep.Error)
+		default:
+			s.log.Info("expired vault deleted", "namespace", e.Namespace, "vault", e.Name, "expired_at", e.ExpiresAt)
+		}
+	}
+}
