@@ -23,7 +23,7 @@
 //     chunks it touches. With Options.QueueCloses, in a vault without
 //     quotas, which nothing can refuse, a close queues the file's changes
 //     instead, like a removal (Mount.commitLater), so a burst of closes
-//     costs one transaction. The writeback cache stays off: with it the kernel
+//     costs one transaction; so is a hard link. The writeback cache stays off: with it the kernel
 //     trusts its own file sizes, which a checkpoint restore must be able
 //     to change.
 //   - Removals, renames and chmod/utimens, which no quota can refuse, are

@@ -988,7 +988,8 @@ func TestLongListingWithoutOpendir(t *testing.T) {
 }
 
 // With QueueCloses, a close queues the file's content in a vault without
-// quotas: a burst of small files, renamed into place as git does, reaches
+// quotas, and a hard link is queued too: a burst of small files, linked
+// or renamed into place as git does, reaches
 // the vault in one transaction at Sync, with the inode numbers, modes and
 // times the kernel was shown, and reads back through the mount at once.
 // fsync commits at once, and a vault with a quota still reports a refused
@@ -1015,9 +1016,27 @@ func TestQueueCloses(t *testing.T) {
 	for i := range n {
 		tmp := filepath.Join(dir, "d", fmt.Sprint("tmp", i))
 		writeFile(t, tmp, fmt.Sprint("content ", i))
-		if err := os.Rename(tmp, filepath.Join(dir, "d", fmt.Sprint(i))); err != nil {
+		// Into place as git does: a hard link and an unlink for even
+		// files, a rename for odd ones.
+		final := filepath.Join(dir, "d", fmt.Sprint(i))
+		if i%2 == 0 {
+			if err := os.Link(tmp, final); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(tmp, &st); err != nil || st.Nlink != 2 {
+				t.Fatalf("d/tmp%d after link: nlink %d, %v; want 2", i, st.Nlink, err)
+			}
+			if err := os.Remove(tmp); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Rename(tmp, final); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A name kept next to the first: two names of one inode in the vault.
+	if err := os.Link(filepath.Join(dir, "d", "1"), filepath.Join(dir, "d", "1b")); err != nil {
+		t.Fatal(err)
 	}
 	// Rewrite an existing file's middle: a content change, not a create.
 	f, err := os.OpenFile(filepath.Join(dir, "d", "0"), os.O_RDWR, 0)
@@ -1067,6 +1086,11 @@ func TestQueueCloses(t *testing.T) {
 		if _, err := v.Stat(ctx, "/d/tmp"+fmt.Sprint(i)); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("vault /d/tmp%d: got %v, want not found", i, err)
 		}
+	}
+	a, errA := v.Stat(ctx, "/d/1")
+	b, errB := v.Stat(ctx, "/d/1b")
+	if errA != nil || errB != nil || a.Ino != b.Ino || a.Nlink != 2 || vaultFile(t, v, "/d/1b") != "content 1" {
+		t.Fatalf("vault /d/1 and /d/1b: %+v, %v; %+v, %v; want one inode with 2 links", a, errA, b, errB)
 	}
 
 	// fsync commits what an earlier close queued, without Sync.

@@ -56,10 +56,11 @@ const (
 	opSetattr
 	opCreate
 	opContent
+	opLink // a hard link: from the existing name, to the new one
 )
 
 func (c change) String() string {
-	return [...]string{"remove", "rename", "setattr", "create", "write"}[c.op] + " " + c.from
+	return [...]string{"remove", "rename", "setattr", "create", "write", "link"}[c.op] + " " + c.from
 }
 
 func (c change) apply(tx *vault.Tx) error {
@@ -94,6 +95,8 @@ func (c change) applyNow(tx *vault.Tx) error {
 		return c.create(tx, c.data)
 	case opContent:
 		return c.content.apply(tx, c.from)
+	case opLink:
+		return tx.Link(c.from, c.to)
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
