@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 )
@@ -52,7 +51,7 @@ func (c *Client) directTo(req messages.Request) (string, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.routes[owners.Key(req.Namespace, req.Vault)]
+	r, ok := c.routes[messages.VaultKey(req.Namespace, req.Vault)]
 	return r.worker, ok && r.worker != ""
 }
 
@@ -63,7 +62,7 @@ func (c *Client) learn(req messages.Request, h nats.Header) {
 	if req.Vault == "" || c.DisableDirect {
 		return
 	}
-	key := owners.Key(req.Namespace, req.Vault)
+	key := messages.VaultKey(req.Namespace, req.Vault)
 	if req.Op == messages.OpVaultDelete {
 		c.forget(req.Namespace, req.Vault, false)
 		return
@@ -90,7 +89,7 @@ func (c *Client) learn(req messages.Request, h nats.Header) {
 func (c *Client) forget(ns, vault string, cooldown bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := owners.Key(ns, vault)
+	key := messages.VaultKey(ns, vault)
 	if !cooldown {
 		delete(c.routes, key)
 		return

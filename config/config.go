@@ -237,7 +237,7 @@ func Load(flags *pflag.FlagSet) (*Config, *viper.Viper, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
 	if flags != nil {
-		for key, flag := range map[string]string{"home": "home", "vault": "vault", "namespace": "namespace", "nats.url": "nats"} {
+		for key, flag := range map[string]string{"home": "home", "vault": "vault", "namespace": "namespace", "nats.url": "nats", "log_level": "log-level"} {
 			if f := flags.Lookup(flag); f != nil {
 				if err := v.BindPFlag(key, f); err != nil {
 					return nil, nil, err

@@ -1,10 +1,14 @@
-// Package dispatcher owns placement and routing in an avfs fleet: it takes
-// requests from the durable intake stream, finds the worker that owns each
-// vault (BucketOwners, compare-and-set with an epoch), places new vaults on
-// the least loaded live worker (BucketMembers heartbeats), reassigns the
+// Package dispatcher owns placement and routing in an avfs fleet, and is
+// the only place that decides where a request goes: it takes requests
+// from the durable intake stream, finds the worker that owns each vault
+// (BucketOwners, compare-and-set with an epoch), places new vaults on the
+// least loaded live worker (BucketMembers heartbeats), reassigns the
 // vaults of a worker whose heartbeat expired, and forwards each request to
-// its worker's subject. Several dispatchers may run: the intake consumer is
-// shared, so each request goes to one of them.
+// its worker's subject. Namespace-scoped ops are answered here from the
+// catalogs (vault.list, approval.list) or routed to the owner of the
+// approval's vault (approval.show, .grant, .deny): catalog.go. Several
+// dispatchers may run: the intake consumer is shared, so each request
+// goes to one of them.
 package dispatcher
 
 import (
@@ -48,8 +52,11 @@ type Dispatcher struct {
 	js      jetstream.JetStream
 	members jetstream.KeyValue
 	owners  jetstream.KeyValue
-	log     *slog.Logger
-	tracer  trace.Tracer
+	// catalog and approvals answer the namespace ops (catalog.go).
+	catalog   jetstream.KeyValue
+	approvals jetstream.KeyValue
+	log       *slog.Logger
+	tracer    trace.Tracer
 
 	mu       sync.Mutex
 	live     []messages.Member
@@ -85,7 +92,15 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("owners bucket: %w", err)
 	}
-	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, log: o.Logger.With("dispatcher", o.ID),
+	catalog, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog bucket: %w", err)
+	}
+	approvals, err := js.KeyValue(ctx, messages.BucketApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("approvals bucket: %w", err)
+	}
+	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, catalog: catalog, approvals: approvals, log: o.Logger.With("dispatcher", o.ID),
 		tracer: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/dispatcher"), suspects: map[string]bool{}}, nil
 }
 
@@ -140,7 +155,7 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 	names := st.ConsumerNames(ctx)
 	var dead []string
 	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, "worker-")
+		id, ok := strings.CutPrefix(name, messages.WorkConsumerPrefix)
 		if !ok {
 			continue
 		}
@@ -166,11 +181,11 @@ func (d *Dispatcher) rescueWorker(ctx context.Context, st jetstream.Stream, id s
 	// Delete the dead worker's consumer first: a work-queue stream allows
 	// one consumer per subject, and its unacknowledged messages stay in
 	// the stream for the rescue consumer to read at once.
-	if err := st.DeleteConsumer(ctx, "worker-"+id); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := st.DeleteConsumer(ctx, messages.WorkConsumer(id)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return err
 	}
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "rescue-" + id, FilterSubject: messages.SubjectWork + "." + id + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "rescue-" + id, FilterSubject: messages.WorkFilter(id), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		return err
@@ -228,7 +243,7 @@ func (d *Dispatcher) reroute(ctx context.Context, msg jetstream.Msg, dead string
 
 func (d *Dispatcher) heartbeat(ctx context.Context) {
 	b, _ := json.Marshal(messages.Member{ID: d.id, Kind: "dispatcher", LastSeen: time.Now().UTC().Format(time.RFC3339Nano)})
-	if _, err := d.members.Put(ctx, "dispatcher."+d.id, b); err != nil {
+	if _, err := d.members.Put(ctx, messages.DispatcherPrefix+d.id, b); err != nil {
 		d.log.Warn("heartbeat", "err", err)
 	}
 }
@@ -259,7 +274,10 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 		d.fail(msg, e)
 		return
 	}
-	w, err := d.place(ctx, ns, vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
+	w, err := d.decide(ctx, msg, &ns, &vault, op)
+	if err == nil && w == "" {
+		return // answered here
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -297,6 +315,39 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 	msg.Ack()
 }
 
+// decide settles where a routable request goes: it answers the
+// namespace ops that the catalogs answer (returning ""), answers an
+// approval op whose approval does not exist (""), points an approval op
+// at its approval's vault (setting *vault), and places the rest. An error
+// is worth another try later.
+func (d *Dispatcher) decide(ctx context.Context, msg jetstream.Msg, ns, vault *string, op messages.Op) (string, error) {
+	if (messages.DispatcherOp(op) || messages.ApprovalOp(op)) && *vault != "" {
+		// Permissions deny agents approval decisions on the "_" token:
+		// no other token may lead to one.
+		d.fail(msg, messages.Errorf(messages.CodeInvalidArgument, "%s is namespace-scoped: its subject's vault token must be %q", op, messages.NoVault))
+		return "", nil
+	}
+	switch {
+	case messages.DispatcherOp(op):
+		span := trace.SpanFromContext(ctx)
+		span.SetAttributes(attribute.Bool("avfs.answered_by_dispatcher", true))
+		return "", d.answer(ctx, msg, *ns, op)
+	case messages.ApprovalOp(op):
+		v, e, err := d.approvalVault(ctx, *ns, msg.Data())
+		if err != nil {
+			return "", err
+		}
+		if e != nil {
+			trace.SpanFromContext(ctx).SetStatus(codes.Error, string(e.Code))
+			d.fail(msg, e)
+			return "", nil
+		}
+		*vault = v
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("avfs.vault", v))
+	}
+	return d.place(ctx, *ns, *vault, op, msg.Headers().Get(messages.HeaderRequestID), msg.Data())
+}
+
 // liveWorkers lists workers with a current heartbeat, least loaded first;
 // cached for a second so routing costs no KV round trip per request.
 func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error) {
@@ -311,7 +362,7 @@ func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error)
 	}
 	var out []messages.Member
 	for k := range keys.Keys() {
-		if !strings.HasPrefix(k, "worker.") {
+		if !strings.HasPrefix(k, messages.WorkerPrefix) {
 			continue
 		}
 		e, err := d.members.Get(ctx, k)
@@ -351,7 +402,7 @@ func (d *Dispatcher) alive(ctx context.Context, id string) bool {
 // a listing can miss a key that is being rewritten, and taking a vault
 // from a live worker costs its changes since the last push.
 func (d *Dispatcher) heartbeating(ctx context.Context, id string) bool {
-	_, err := d.members.Get(ctx, "worker."+id)
+	_, err := d.members.Get(ctx, messages.WorkerPrefix+id)
 	// Only a missing key is death; a failed read (a NATS hiccup) is not.
 	return !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted)
 }
@@ -407,7 +458,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 	if vault == "" {
 		return d.leastLoaded(ctx, ns, false)
 	}
-	key := owners.Key(ns, vault)
+	key := messages.VaultKey(ns, vault)
 	o, cached := d.owned.Cached(ns, vault)
 	if cached && op != messages.OpVaultFork && d.alive(ctx, o.Worker) {
 		return o.Worker, nil
@@ -465,7 +516,7 @@ func (d *Dispatcher) afterPlace(ctx context.Context, ns, w string, op messages.O
 	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req.Args, &args) != nil || args.Target == "" {
 		return nil // the worker answers the malformed request
 	}
-	key := owners.Key(ns, args.Target)
+	key := messages.VaultKey(ns, args.Target)
 	if args.Placement == messages.PlacementSpread {
 		t, err := d.leastLoaded(ctx, key, true)
 		if err != nil {

@@ -69,7 +69,7 @@ func (d *Dispatcher) deadLetterWork(ctx context.Context, adv deliveryExceeded) e
 	if vault == messages.NoVault {
 		vault = ""
 	}
-	if id, ok := strings.CutPrefix(adv.Consumer, "worker-"); ok {
+	if id, ok := strings.CutPrefix(adv.Consumer, messages.WorkConsumerPrefix); ok {
 		worker = id
 	}
 	reason := fmt.Sprintf("max deliveries (%d) exceeded on worker %s", adv.Deliveries, worker)

@@ -15,6 +15,7 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
@@ -139,17 +140,12 @@ func TestAuditStreamExactlyOnceAcrossWorkerRestart(t *testing.T) {
 	js, _ := jetstream.New(f.conn())
 	filter := messages.AuditFilterSubject("ns1", "v1", "")
 	var got []jetstream.Msg
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, "every logged event in the stream", func() (bool, error) {
 		got = streamedAudit(t, js, filter)
-		if len(got) >= len(want.Events) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Let a late duplicate show, if there were one.
-	time.Sleep(500 * time.Millisecond)
-	got = streamedAudit(t, js, filter)
+		return len(got) >= len(want.Events), fmt.Errorf("%d of %d events", len(got), len(want.Events))
+	})
+	// (A duplicate could only be an event published twice under two
+	// message ids: each event's id is checked below.)
 	if len(got) != len(want.Events) {
 		t.Fatalf("stream holds %d events, the vault's log %d", len(got), len(want.Events))
 	}
@@ -193,14 +189,16 @@ func TestAuditStreamExactlyOnceAcrossWorkerRestart(t *testing.T) {
 
 	// Following: an ordered consumer on the vault's subjects sees a new
 	// event as it happens, and an action filter narrows it.
+	// Since now, rather than "new": the consumer may start after the
+	// events below are stored; every earlier event is in the stream.
 	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	evs := make(chan messages.AuditEvent, 16)
-	go c.FollowAudit(fctx, "ns1", client.FollowOptions{Vault: "v1", Action: "file."}, func(e messages.AuditEvent) error {
+	since := time.Now()
+	go c.FollowAudit(fctx, "ns1", client.FollowOptions{Vault: "v1", Action: "file.", Since: since}, func(e messages.AuditEvent) error {
 		evs <- e
 		return nil
 	})
-	time.Sleep(300 * time.Millisecond) // the consumer starts at "new"
 	if err := c.Call(ctx, "ns1", "v1", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "cp1"}, nil); err != nil {
 		t.Fatal(err)
 	}

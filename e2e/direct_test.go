@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -194,12 +196,10 @@ func TestDirectTimeoutRetryAppliesOnce(t *testing.T) {
 		_, err := c.Exec(ctx, "default", "v", messages.ExecArgs{Shell: "sleep 3"})
 		execDone <- err
 	}()
-	for deadline := time.Now().Add(10 * time.Second); f.runningExecs("w1") < 1; {
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the command running on w1", func() (bool, error) {
+		n := f.runningExecs("w1")
+		return n >= 1, fmt.Errorf("%d requests running", n)
+	})
 	appendReq := func(id, s string) messages.Request {
 		args, _ := json.Marshal(messages.WriteArgs{Path: "/log", Content: []byte(s), Append: true})
 		return messages.Request{Op: messages.OpWrite, Namespace: "default", Vault: "v", RequestID: id, Args: args}

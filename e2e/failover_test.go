@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/dispatcher"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -72,44 +74,86 @@ func (f *fleet) startWorkerProcess(home, id string) *exec.Cmd {
 	return cmd
 }
 
-// detachMountsUnder lazily unmounts every mount below dir.
-func detachMountsUnder(dir string) {
+// killWorker kills a worker process started by startWorkerProcess with
+// SIGKILL and reaps it. A thread of the worker caught in a request to
+// one of its own mounts (one the dead server had already read) keeps the
+// process a zombie until that FUSE connection is aborted, as an operator
+// would with /sys/fs/fuse/connections: so if it has not gone after 10 s,
+// its mounts' connections are aborted.
+func killWorker(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGKILL)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	for i, a := range cmd.Args {
+		if a == "--home" && i+1 < len(cmd.Args) {
+			t.Logf("worker %d still not reaped 10 s after SIGKILL: aborting its FUSE connections", cmd.Process.Pid)
+			abortMountsUnder(cmd.Args[i+1])
+		}
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker %d not reaped 40 s after SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// mountsUnder lists the mounts below dir as mountinfo's fields.
+func mountsUnder(dir string) [][]string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return nil
 	}
+	var out [][]string
 	for _, line := range strings.Split(string(b), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			syscall.Unmount(fields[4], syscall.MNT_DETACH)
+			out = append(out, fields)
 		}
+	}
+	return out
+}
+
+// abortMountsUnder aborts the FUSE connection of every mount below dir
+// (named by the mount's device minor number).
+func abortMountsUnder(dir string) {
+	for _, fields := range mountsUnder(dir) {
+		if _, minor, ok := strings.Cut(fields[2], ":"); ok {
+			os.WriteFile("/sys/fs/fuse/connections/"+minor+"/abort", []byte("1"), 0o200)
+		}
+	}
+}
+
+// detachMountsUnder lazily unmounts every mount below dir.
+func detachMountsUnder(dir string) {
+	for _, fields := range mountsUnder(dir) {
+		syscall.Unmount(fields[4], syscall.MNT_DETACH)
 	}
 }
 
 func (f *fleet) waitMembers(ids ...string) {
 	f.t.Helper()
 	js, _ := jetstream.New(f.conn())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(f.t, 30*time.Second, fmt.Sprintf("workers %v joined", ids), func() (bool, error) {
 		st, err := dispatcher.Status(context.Background(), js)
+		if err != nil {
+			return false, err
+		}
 		found := 0
-		if err == nil {
-			for _, w := range st.Workers {
-				for _, id := range ids {
-					if w.ID == id {
-						found++
-					}
+		for _, w := range st.Workers {
+			for _, id := range ids {
+				if w.ID == id {
+					found++
 				}
 			}
 		}
-		if found == len(ids) {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("workers %v never joined", ids)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return found == len(ids), fmt.Errorf("members %+v", st.Workers)
+	})
 }
 
 // runningExecs asks a worker's status endpoint how many requests it runs.
@@ -162,8 +206,7 @@ func TestWorkerKilledMidExec(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	killed := time.Now()
-	procs[owner].Process.Signal(syscall.SIGKILL)
-	procs[owner].Wait()
+	killWorker(t, procs[owner])
 
 	var cat messages.CatResult
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)

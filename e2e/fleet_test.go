@@ -89,43 +89,43 @@ func (f *fleet) conn() *nats.Conn {
 // store; mp, if given, receives the worker's metrics.
 func (f *fleet) addWorker(id string, mp ...metric.MeterProvider) *vault.Store {
 	f.t.Helper()
-	ctx := context.Background()
 	var m metric.MeterProvider
 	if len(mp) > 0 {
 		m = mp[0]
 	}
 	store := startWorker(f.t, f.conn(), id, f.tp, m)
 	// Wait for the worker's first heartbeat so placement can see it.
-	c := f.client()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		js, _ := jetstream.New(f.conn())
-		st, err := dispatcher.Status(ctx, js)
-		if err == nil {
-			for _, w := range st.Workers {
-				if w.ID == id {
-					_ = c
-					return store
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("worker %s never joined", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	f.waitMembers(id)
+	return store
 }
 
 // startWorker runs worker id on nc, with its own home and store, until
 // the test ends, and returns the store; tp and mp may be nil.
 func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) *vault.Store {
 	t.Helper()
+	st, _ := startStoppableWorker(t, nc, id, tp, mp)
+	return st
+}
+
+// startStoppableWorker is startWorker that also returns stop, which ends
+// the worker as a graceful stop does (idempotent; the test's end calls it
+// too). The store stays open until the test ends.
+func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider, mp metric.MeterProvider) (*vault.Store, func()) {
+	t.Helper()
 	home := t.TempDir()
-	ctx := context.Background()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
+	return st, serveStore(t, nc, id, home, st, tp, mp)
+}
+
+// serveStore runs worker id on nc over store st (under home) until stop
+// is called or the test ends; st stays open.
+func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
 	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
@@ -140,13 +140,16 @@ func startWorker(t testing.TB, nc *nats.Conn, id string, tp trace.TracerProvider
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(wctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		cleanup()
-		st.Close()
-	})
-	return st
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			cleanup()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (f *fleet) client() *client.Client {

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/avfs/avfs/client"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -57,18 +58,18 @@ func waitPushed(t *testing.T, js jetstream.JetStream, ns, vault, cp string) mess
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var hd messages.Head
-		e, err := heads.Get(ctx, ns+"."+vault)
-		if err == nil && json.Unmarshal(e.Value(), &hd) == nil && hd.Checkpoint == cp {
-			return hd
+	var hd messages.Head
+	poll.Until(t, 30*time.Second, fmt.Sprintf("%s/%s pushed for checkpoint %s", ns, vault, cp), func() (bool, error) {
+		e, err := heads.Get(ctx, messages.VaultKey(ns, vault))
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s was never pushed for checkpoint %s: %v", ns, vault, cp, err)
+		if err := json.Unmarshal(e.Value(), &hd); err != nil {
+			return false, err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return hd.Checkpoint == cp, fmt.Errorf("head at checkpoint %q", hd.Checkpoint)
+	})
+	return hd
 }
 
 // TestForkOnAnotherWorkerMovesOnlyMissingChunks spreads forks of a vault

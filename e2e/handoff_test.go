@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -53,8 +54,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	w2 := f.startWorkerProcess(t.TempDir(), "m2")
 	f.waitMembers("m2")
 	killed := time.Now()
-	w1.Process.Signal(syscall.SIGKILL)
-	w1.Wait()
+	killWorker(t, w1)
 
 	var cat messages.CatResult
 	if err := call(messages.OpCat, messages.PathArgs{Path: "/a.txt"}, &cat); err != nil {
@@ -100,8 +100,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	}
 	f.startWorkerProcess(home1, "m1")
 	f.waitMembers("m1")
-	w2.Process.Signal(syscall.SIGKILL)
-	w2.Wait()
+	killWorker(t, w2)
 	must(call(messages.OpCat, messages.PathArgs{Path: "/d.txt"}, &cat))
 	if *cat.Content != "on m2" {
 		t.Fatalf("/d.txt after m1 took the vault back: %q", *cat.Content)
@@ -228,8 +227,7 @@ func TestPausedWorkerComesBack(t *testing.T) {
 	must(call("pv", messages.OpCheckpointSave, messages.CheckpointArgs{Name: "c3"}, nil))
 	waitPushed(t, js, "default", "pv", "c3")
 
-	p2.Process.Signal(syscall.SIGKILL)
-	p2.Wait()
+	killWorker(t, p2)
 	catInMount("two")
 	var cat messages.CatResult
 	must(call("pv", messages.OpCat, messages.PathArgs{Path: "/b.txt"}, &cat))
@@ -261,13 +259,17 @@ func TestChangeThatOutlivesItsOwnershipIsNotAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	old, rev := ownerRecord(t, kv, "default", "mv")
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(ctx, "default", "mv", messages.ExecArgs{Shell: "sleep 2; echo x > f"})
+		_, err := c.Exec(ctx, "default", "mv", messages.ExecArgs{Shell: "sleep 3; echo x > f"})
 		done <- err
 	}()
-	time.Sleep(700 * time.Millisecond)
-	old, rev := ownerRecord(t, kv, "default", "mv")
+	// Moved once the exec runs there (its owner check is behind it).
+	poll.Until(t, 30*time.Second, "the exec running on "+old.Worker, func() (bool, error) {
+		n := f.runningExecs(old.Worker)
+		return n >= 1, fmt.Errorf("%d requests running", n)
+	})
 	next := map[string]string{"w1": "w2", "w2": "w1"}[old.Worker]
 	b, _ := json.Marshal(messages.Owner{Worker: next, Epoch: old.Epoch + 1})
 	if _, err := kv.Update(ctx, "default.mv", b, rev); err != nil {

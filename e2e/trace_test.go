@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -108,9 +110,9 @@ func TestExecIsOneTraceAcrossTheFleet(t *testing.T) {
 // of each name, and returns the matching spans.
 func waitForSpans(t testing.TB, exp *tracetest.InMemoryExporter, keep func(tracetest.SpanStub) bool, names []string) []tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var got []tracetest.SpanStub
+	var got []tracetest.SpanStub
+	poll.Until(t, 30*time.Second, fmt.Sprintf("spans %v", names), func() (bool, error) {
+		got = got[:0]
 		have := map[string]bool{}
 		for _, s := range exp.GetSpans() {
 			if keep(s) {
@@ -122,14 +124,9 @@ func waitForSpans(t testing.TB, exp *tracetest.InMemoryExporter, keep func(trace
 		for _, n := range names {
 			all = all && have[n]
 		}
-		if all {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans: got %v, want %v", spanNames(got), names)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return all, fmt.Errorf("got %v", spanNames(got))
+	})
+	return got
 }
 
 func spanNames(ss []tracetest.SpanStub) []string {

@@ -10,6 +10,10 @@ import (
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
+// VaultInfo is a vault's Info in its wire form, for the layers that
+// describe vaults outside a request (a worker's vault catalog).
+func VaultInfo(in vault.Info) messages.VaultInfo { return vaultInfo(in) }
+
 func vaultInfo(in vault.Info) messages.VaultInfo {
 	out := messages.VaultInfo{
 		Name: in.Name, Namespace: in.Namespace, CreatedAt: rfc3339(in.CreatedAt),

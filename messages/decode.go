@@ -9,20 +9,34 @@ import (
 // or peer subject (avfs.v1.<kind>.<worker>.<ns>.<vault>.<op>). The
 // subject's namespace, vault and op are authoritative: a body claiming
 // others is PERMISSION_DENIED, so NATS permissions on subjects are what
-// confine an agent. A request that can never succeed (CheckRouting) is
+// confine an agent. An approval op arrives with its approval's vault in
+// the subject (the dispatcher routed it there) and none in the body: the
+// subject's vault fills it in. A request that can never succeed (CheckRouting) is
 // INVALID_ARGUMENT; the op's args are decoded later, by its handler.
 func DecodeWork(subj string, body []byte) (Request, *Error) {
+	parts := strings.SplitN(subj, ".", 7)
+	if len(parts) != 7 {
+		var req Request
+		if err := json.Unmarshal(body, &req); err != nil {
+			return req, Errorf(CodeInvalidArgument, "malformed request: %v", err)
+		}
+		return req, Errorf(CodeInvalidArgument, "bad subject %q", subj)
+	}
+	vault := parts[5]
+	if vault == NoVault {
+		vault = ""
+	}
+	return Decode(parts[4], vault, Op(parts[6]), body)
+}
+
+// Decode decodes a request whose subject named namespace ns, vault (""
+// for the "_" token) and op, with DecodeWork's rules: the subject is
+// authoritative. The dispatcher decodes with it the requests it answers
+// itself.
+func Decode(ns, vault string, op Op, body []byte) (Request, *Error) {
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, Errorf(CodeInvalidArgument, "malformed request: %v", err)
-	}
-	parts := strings.SplitN(subj, ".", 7)
-	if len(parts) != 7 {
-		return req, Errorf(CodeInvalidArgument, "bad subject %q", subj)
-	}
-	ns, vault, op := parts[4], parts[5], Op(parts[6])
-	if vault == NoVault {
-		vault = ""
 	}
 	if req.Namespace == "" {
 		req.Namespace = ns

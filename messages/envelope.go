@@ -152,8 +152,7 @@ type ApprovalResult struct {
 // ApprovalListResult: approval.list.
 type ApprovalListResult struct {
 	Approvals []Approval `json:"approvals"`
-	// Unanswered names the live workers that did not answer in time: the
-	// list may lack approvals they hold.
+	// Unanswered: see VaultListResult.Unanswered (always left out now).
 	Unanswered []string `json:"unanswered_workers,omitempty"`
 }
 

@@ -133,7 +133,7 @@ const (
 	StreamRequests = "AVFS_REQ"
 	StreamWork     = "AVFS_WORK"
 	BucketMembers  = "avfs_members" // worker and dispatcher heartbeats (TTL)
-	BucketOwners   = "avfs_owners"  // <ns>.<vault> -> Owner
+	BucketOwners   = "avfs_owners"  // VaultKey(ns, vault) -> Owner
 	// BucketAttempts keeps, per request id, the serialized span context
 	// of the request's latest process span (TTL 1 h), so a redelivered or
 	// rescued attempt links to the one before it.
@@ -146,6 +146,62 @@ const (
 	HeaderOutputTo = "Avfs-Output-To"
 )
 
+// VaultKey is a vault's key in BucketOwners, BucketHeads and
+// BucketCatalog: "<ns>.<vault>". Names are single tokens (ValidName), so
+// the key splits back unambiguously and NamespaceKeys filters it.
+func VaultKey(ns, vault string) string { return ns + "." + vault }
+
+// NamespaceKeys is the key filter of every key of namespace ns in
+// BucketCatalog and BucketApprovals.
+func NamespaceKeys(ns string) string { return ns + ".*" }
+
+// The catalogs. The dispatcher routes every request, namespace-scoped ones
+// included, so that routing has one owner (docs/decisions.md). With a
+// store per machine no worker sees a namespace whole; two KV buckets do,
+// written by the vaults' owners and read by the dispatcher:
+//
+//   - BucketCatalog: VaultKey(ns, vault) -> VaultInfo, the vault as its
+//     owner last described it. The owner writes it before answering
+//     vault.create, vault.import and vault.fork (the target, also when the
+//     fork is handed to another worker), deletes it before answering
+//     vault.delete, and rewrites it shortly after any other change and
+//     when it takes a vault over. Entries outlive their worker: a stopped
+//     worker's vaults stay listed. The dispatcher answers vault.list from
+//     it, with each vault's worker taken from BucketOwners.
+//   - BucketApprovals: ApprovalKey(ns, id) -> Approval (without its
+//     envelope), written by the worker holding it when a command is held
+//     and after every approval.show, .grant and .deny. The dispatcher
+//     answers approval.list from it, and routes approval.show, .grant and
+//     .deny to the owner of the approval's vault, like a vault op: on
+//     avfs.v1.work.<worker>.<ns>.<vault>.<op>, with the body's vault left
+//     empty (the subject's token fills it in).
+//
+// Both are read with a watch that waits for the initial values, never a
+// no-wait read of a new consumer, so a list is never short.
+const (
+	BucketCatalog   = "avfs_catalog"   // VaultKey(ns, vault) -> VaultInfo
+	BucketApprovals = "avfs_approvals" // ApprovalKey(ns, id) -> Approval
+)
+
+// ApprovalKey is approval id's key in BucketApprovals; ok is false when
+// id cannot be a key token (then no approval has it).
+func ApprovalKey(ns, id string) (key string, ok bool) {
+	if !ValidName(id) {
+		return "", false
+	}
+	return ns + "." + id, true
+}
+
+// DispatcherOp reports whether the dispatcher answers op itself, from the
+// catalogs, rather than forwarding it to a worker.
+func DispatcherOp(op Op) bool { return op == OpVaultList || op == OpApprovalList }
+
+// ApprovalOp reports whether op addresses one approval, and is routed to
+// the owner of the approval's vault.
+func ApprovalOp(op Op) bool {
+	return op == OpApprovalShow || op == OpApprovalGrant || op == OpApprovalDeny
+}
+
 // PullExpiry is how long the dispatchers' and workers' pull requests on
 // the streams last (their heartbeats come every half of it). A pull
 // request lost with a NATS node, or with a consumer leader that moved,
@@ -153,6 +209,24 @@ const (
 // library's 30 s default, requests waited up to a minute after a node
 // stopped in a cluster (e2e/cluster_test.go); with 4 s, a few seconds.
 const PullExpiry = 4 * time.Second
+
+// Work consumers and heartbeat keys. Worker w consumes StreamWork through
+// the durable consumer WorkConsumer(w), filtered on WorkFilter(w); a
+// dispatcher taking over a dead worker's pending work deletes that
+// consumer and reads the same filter. Heartbeats in BucketMembers are
+// under WorkerPrefix+id and DispatcherPrefix+id.
+const (
+	WorkerPrefix     = "worker."
+	DispatcherPrefix = "dispatcher."
+	// WorkConsumerPrefix starts every worker's consumer name.
+	WorkConsumerPrefix = "worker-"
+)
+
+// WorkConsumer is the name of worker w's consumer of StreamWork.
+func WorkConsumer(w string) string { return WorkConsumerPrefix + w }
+
+// WorkFilter is the subject filter of worker w's work.
+func WorkFilter(w string) string { return SubjectWork + "." + w + ".>" }
 
 // WorkSubject is where a dispatcher forwards a request for worker w.
 func WorkSubject(w, ns, vault string, op Op) string {
@@ -163,13 +237,11 @@ func WorkSubject(w, ns, vault string, op Op) string {
 }
 
 // Peer requests. A worker answers core-NATS requests on
-// avfs.v1.peer.<worker>.<ns>._.<op> from its own store only: the body is
-// a Request for a namespace-scoped op (vault.list, approval.list, .show,
-// .grant, .deny), the reply a Reply. With a store per machine no single
-// worker sees a namespace whole, so the worker serving such a request
-// asks its live peers here and merges. The tokens mirror WorkSubject
-// (namespace and op are checked against the body the same way); only
-// workers may publish here, since a peer request skips the dispatcher.
+// avfs.v1.peer.<worker>.<ns>._.<op> from another worker that names it:
+// the body is a Request for OpVaultPush (messages/merge.go), the reply a
+// Reply. Only workers may publish here, since a peer request skips the
+// dispatcher. (Namespace-scoped ops are not fanned out here: the
+// dispatcher answers them from the catalogs.)
 const SubjectPeer = SubjectRoot + ".peer"
 
 // PeerSubject is where a worker asks worker w about namespace ns.

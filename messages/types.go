@@ -29,9 +29,9 @@ type VaultResult struct {
 // VaultListResult: vault.list.
 type VaultListResult struct {
 	Vaults []VaultInfo `json:"vaults"`
-	// Unanswered names the live workers that did not answer in time, in
-	// a fleet whose workers keep separate stores: the list may lack
-	// vaults they hold.
+	// Unanswered named the workers that did not answer a list fanned out
+	// to them. The dispatcher now answers from the catalog, whole, and
+	// leaves it out; it stays for the clients that print it.
 	Unanswered []string `json:"unanswered_workers,omitempty"`
 }
 

@@ -161,6 +161,7 @@ type Mount struct {
 	queueCloses bool         // Options.QueueCloses
 
 	served     chan struct{} // closed when the server stops: unmounted
+	dev        uint64        // the mount's device number, as stat shows it
 	fol        follower      // the vault's change log as the caches reflect it
 	stopFollow chan struct{} // closed by Close: the poller stops
 	followDone chan struct{} // closed when the poller has stopped
@@ -286,6 +287,10 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	m.server = server
+	var mst syscall.Stat_t
+	if err := syscall.Stat(dir, &mst); err == nil {
+		m.dev = mst.Dev
+	}
 	m.served = make(chan struct{})
 	go func() {
 		server.Wait()
@@ -573,7 +578,9 @@ func (m *Mount) Wait() { <-m.served }
 
 // Serving reports whether the mount still answers: false once it was
 // unmounted, by Close or from outside, or its mount point went dead
-// (ENOTCONN).
+// (ENOTCONN). A lazy unmount from outside (umount -l) is seen at once,
+// by the directory's device number, before the server notices it lost
+// its connection.
 func (m *Mount) Serving() bool {
 	select {
 	case <-m.served:
@@ -581,5 +588,8 @@ func (m *Mount) Serving() bool {
 	default:
 	}
 	var st syscall.Stat_t
-	return !errors.Is(syscall.Stat(m.dir, &st), syscall.ENOTCONN)
+	if err := syscall.Stat(m.dir, &st); err != nil {
+		return !errors.Is(err, syscall.ENOTCONN)
+	}
+	return m.dev == 0 || st.Dev == m.dev
 }

@@ -58,7 +58,13 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 		msg.Term()
 		return o, true
 	}
-	back := nats.NewMsg(messages.RequestSubject(req.Namespace, req.Vault, req.Op))
+	// An approval op goes back on the "_" token it came in on: the
+	// dispatcher routes it by its approval again.
+	subjVault := req.Vault
+	if messages.ApprovalOp(req.Op) {
+		subjVault = ""
+	}
+	back := nats.NewMsg(messages.RequestSubject(req.Namespace, subjVault, req.Op))
 	back.Data = msg.Data()
 	for k, v := range msg.Headers() {
 		back.Header[k] = v
@@ -66,7 +72,7 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	// A new message id for each return: the intake already holds the
 	// request's own id, and an earlier return's, in its deduplication
 	// window.
-	back.Header.Set(nats.MsgIdHdr, messages.IntakeMsgID(req.Namespace, req.Vault, req.RequestID)+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
+	back.Header.Set(nats.MsgIdHdr, messages.IntakeMsgID(req.Namespace, subjVault, req.RequestID)+".fenced-"+strconv.FormatInt(o.Epoch, 10)+"-"+strconv.Itoa(n+1))
 	back.Header.Set(messages.HeaderFenced, strconv.Itoa(n+1))
 	telemetry.Inject(ctx, back.Header)
 	// A duplicate is this same return made before (this message was

@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/handler"
-	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
@@ -161,7 +160,7 @@ func (h *handoff) open(ctx context.Context) error {
 
 // head reads k's head and its revision; ok is false when k has none.
 func (h *handoff) head(ctx context.Context, k vkey) (hd messages.Head, rev uint64, ok bool, err error) {
-	e, err := h.heads.Get(ctx, owners.Key(k.ns, k.vault))
+	e, err := h.heads.Get(ctx, messages.VaultKey(k.ns, k.vault))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return hd, 0, false, nil
 	}
@@ -338,7 +337,7 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 		if ok && epoch > hd.Epoch {
 			hd.Epoch = epoch
 			b, _ := json.Marshal(hd)
-			if _, err := h.heads.Update(ctx, owners.Key(k.ns, k.vault), b, rev); err != nil {
+			if _, err := h.heads.Update(ctx, messages.VaultKey(k.ns, k.vault), b, rev); err != nil {
 				return fmt.Errorf("move the head to epoch %d: %w", epoch, err)
 			}
 		}
@@ -384,7 +383,7 @@ func (h *handoff) checkTarget(ctx context.Context, req messages.Request, target 
 		return nil
 	}
 	exists := func() bool {
-		if has, answered := h.s.pr.holds(ctx, o.Worker, req.Namespace, target); answered && has {
+		if has, err := h.s.cat.has(ctx, req.Namespace, target); err == nil && has {
 			return true
 		}
 		// A fork handed over but not pulled yet is only a head.
@@ -841,7 +840,7 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 // at a time, so another head is a fork's first copy, which the owner's
 // replaces, or a tombstone).
 func (h *handoff) moveHead(ctx context.Context, k vkey, next, hd messages.Head, rev uint64, ok bool, keep func(messages.Head) bool) (bool, error) {
-	key := owners.Key(k.ns, k.vault)
+	key := messages.VaultKey(k.ns, k.vault)
 	b, _ := json.Marshal(next)
 	for try := 1; ; try++ {
 		var err error

@@ -76,7 +76,8 @@ type Server struct {
 	busy     int
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
-	pr       *peers        // namespace fan-out to the other workers (peers.go)
+	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
+	pr       *peers        // vault.push between workers, for merges (peers.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -119,6 +120,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
+	s.cat = newCatalog(s)
 	s.pr = newPeers(s)
 	// Expired vaults are deleted through the fleet (sweepExpired), never
 	// behind its back by maint.run.
@@ -131,6 +133,7 @@ func (s *Server) withHandoff() *Server {
 		if op == messages.OpExec {
 			s.ho.markDirty(vkey{ns, vault})
 		}
+		s.cat.touch(vkey{ns, vault})
 	})
 	return s
 }
@@ -152,6 +155,17 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.owned, err = owners.Watch(ctx, okv); err != nil {
 		return fmt.Errorf("watch owners: %w", err)
 	}
+	if err := s.cat.open(ctx); err != nil {
+		s.log.Warn("vault catalog disabled: the dispatcher's lists will miss this worker's vaults", "err", err)
+	}
+	// The catalog outlives the requests, like the audit publisher: its
+	// last flush comes after the last one finished.
+	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	var cwg sync.WaitGroup
+	cwg.Add(2)
+	go func() { defer cwg.Done(); s.cat.run(cctx) }()
+	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
+	defer func() { ccancel(); cwg.Wait() }()
 	lost := make(chan struct{}, 1)
 	cc, err := s.consume(ctx, lost)
 	if err != nil {
@@ -240,7 +254,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-hb.C:
 			s.heartbeat(ctx)
-			if _, err := s.js.Consumer(ctx, messages.StreamWork, "worker-"+s.id); errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if _, err := s.js.Consumer(ctx, messages.StreamWork, messages.WorkConsumer(s.id)); errors.Is(err, jetstream.ErrConsumerNotFound) {
 				signal(lost)
 			}
 		case <-lost:
@@ -263,7 +277,7 @@ func (s *Server) Run(ctx context.Context) error {
 // taking its messages; lost is signalled when the consumer is deleted.
 func (s *Server) consume(ctx context.Context, lost chan struct{}) (jetstream.ConsumeContext, error) {
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
-		Durable: "worker-" + s.id, FilterSubject: messages.SubjectWork + "." + s.id + ".>",
+		Durable: messages.WorkConsumer(s.id), FilterSubject: messages.WorkFilter(s.id),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
 		MaxAckPending: s.o.Concurrency * 16,
 	})
@@ -297,7 +311,7 @@ func (s *Server) heartbeat(ctx context.Context) {
 		return
 	}
 	b, _ := json.Marshal(s.member())
-	if _, err := kv.Put(ctx, "worker."+s.id, b); err != nil {
+	if _, err := kv.Put(ctx, messages.WorkerPrefix+s.id, b); err != nil {
 		s.log.Warn("heartbeat", "err", err)
 	}
 }
@@ -310,7 +324,7 @@ func (s *Server) release() {
 	defer cancel()
 	kv, err := s.js.KeyValue(ctx, messages.BucketMembers)
 	if err == nil {
-		err = kv.Delete(ctx, "worker."+s.id)
+		err = kv.Delete(ctx, messages.WorkerPrefix+s.id)
 	}
 	if err != nil {
 		s.log.Warn("release membership", "err", err)
@@ -505,9 +519,9 @@ func (s *Server) process(msg delivery) {
 			hctx = WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 		}
 		rep = s.handle(hctx, req)
-		rep = s.pr.handle(ctx, req, rep, dl)      // add what other workers' stores hold
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)
+		rep = s.cat.record(ctx, req, rep, owner) // what the dispatcher lists
 	}
 	close(done)
 	if rep.Error != nil {

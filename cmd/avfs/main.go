@@ -19,8 +19,10 @@ func main() {
 	// A sandboxed exec re-executes this binary as the sandbox's init.
 	exec.Init()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{Logger: log})
+	level := new(slog.LevelVar) // warn until the CLI reads log_level
+	level.Set(slog.LevelWarn)
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cli.Options{Logger: log, Level: level})
 	stop()
 	os.Exit(code)
 }

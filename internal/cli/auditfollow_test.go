@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -43,17 +45,18 @@ func TestAuditFollowLocal(t *testing.T) {
 	go func() {
 		done <- Main(ctx, []string{"audit", "--follow", "--action", "file.", "--json"}, strings.NewReader(""), &out, &errb, Options{})
 	}()
-	// Written by other invocations (other store handles): the follower
-	// finds them by polling.
-	time.Sleep(300 * time.Millisecond)
+	// Written by other invocations (other store handles) once the
+	// follower printed what was there: it finds them by polling.
+	poll.Until(t, 30*time.Second, "the follower prints /old.txt", func() (bool, error) {
+		return strings.Contains(out.String(), "/old.txt"), fmt.Errorf("stdout %q, stderr %q", out.String(), errb.String())
+	})
 	e.ok("write", "/new.txt", "new")
 	e.ok("mkdir", "/d")
 	e.ok("write", "/x.txt", "x", "--vault", "other")
 	e.ok("write", "/new2.txt", "new")
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(out.String(), "\n") < 3 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, "the follower prints 3 events", func() (bool, error) {
+		return strings.Count(out.String(), "\n") >= 3, fmt.Errorf("stdout %q", out.String())
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("audit --follow: exit %d: %s", code, errb.String())

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -38,7 +39,28 @@ func (a *app) checkConfig() error {
 	if err := storeOptions(a.cfg).Defaults.Validate(); err != nil {
 		return &usageError{fmt.Sprintf("config %s: checkpoints or quota: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
+	if _, err := logLevel(a.cfg.LogLevel); err != nil {
+		return &usageError{err.Error(), "--log-level, AVFS_LOG_LEVEL or log_level in the config file"}
+	}
 	return nil
+}
+
+// logLevels are the values of log_level, in order.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// logLevel parses a log_level value (any case).
+func logLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return slog.LevelWarn, fmt.Errorf("log level %q: want one of %s", s, strings.Join(logLevels, ", "))
 }
 
 func (a *app) policyShowCmd() *cobra.Command {

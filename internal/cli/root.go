@@ -40,6 +40,7 @@ type app struct {
 	client   Client
 	clientMu sync.Mutex // attempts run sends requests from many goroutines
 	log      *slog.Logger
+	level    *slog.LevelVar // the level of log's handler, nil when fixed
 	// tracer is built from the config's telemetry section once it is
 	// loaded (no-op by default); shutdown flushes it at exit.
 	tracer   trace.TracerProvider
@@ -76,6 +77,10 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // Options tune the CLI.
 type Options struct {
 	Logger *slog.Logger // logs go to stderr; nil discards them
+	// Level, when set, is the level of Logger's handler: the CLI sets it
+	// from log_level (--log-level, AVFS_LOG_LEVEL, the config file) once
+	// the configuration is read.
+	Level *slog.LevelVar
 }
 
 // Main runs the avfs command line and returns the exit status.
@@ -83,7 +88,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, log: o.Logger}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, log: o.Logger, level: o.Level}
 	// Decided before cobra parses anything, so that even usage errors
 	// come out as JSON for programs; PersistentPreRunE decides again
 	// from the parsed flags.
@@ -238,6 +243,10 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 			if err := a.checkConfig(); err != nil {
 				return err
 			}
+			if a.level != nil {
+				l, _ := logLevel(cfg.LogLevel) // checked by checkConfig
+				a.level.Set(l)
+			}
 			if w := config.HomeExposed(cfg.Home); w != "" {
 				fmt.Fprintln(a.stderr, "avfs: warning:", w)
 			}
@@ -259,6 +268,7 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 	pf.String("home", "", "where local vaults, config and the embedded server's store live (env AVFS_HOME, default ~/.avfs)")
 	pf.String("nats", "", "URL of a running fleet (env AVFS_NATS_URL)")
 	pf.String("config", "", "config file (env AVFS_CONFIG, default $AVFS_HOME/avfs.yaml)")
+	pf.String("log-level", "", "what the logs on stderr show: debug, info, warn or error (env AVFS_LOG_LEVEL, default warn)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	root.AddCommand(a.vaultCmd(), a.checkpointCmd(), a.quotaCmd(), a.auditCmd(), a.configCmd(), a.versionCmd(), a.gcCmd())
 	for _, c := range a.fileCmds() {

@@ -119,6 +119,13 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketAttempts, TTL: time.Hour, Replicas: t.Replicas}); err != nil {
 		return fmt.Errorf("bucket %s: %w", messages.BucketAttempts, err)
 	}
+	// The catalogs the dispatcher answers namespace ops from
+	// (messages/subjects.go): kept until their owner changes them.
+	for _, b := range []string{messages.BucketCatalog, messages.BucketApprovals} {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, Replicas: t.Replicas, Storage: jetstream.FileStorage}); err != nil {
+			return fmt.Errorf("bucket %s: %w", b, err)
+		}
+	}
 	// Vault manifests and content chunks, for moving vaults between
 	// machines (worker handoff, messages/handoff.go).
 	for _, b := range []string{messages.BucketChunks, messages.BucketHeads} {

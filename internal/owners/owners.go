@@ -13,9 +13,6 @@ import (
 	"github.com/avfs/avfs/messages"
 )
 
-// Key is a vault's key in messages.BucketOwners.
-func Key(ns, vault string) string { return ns + "." + vault }
-
 // Cache mirrors messages.BucketOwners.
 type Cache struct {
 	kv jetstream.KeyValue
@@ -104,7 +101,7 @@ func (c *Cache) apply(e jetstream.KeyValueEntry) {
 func (c *Cache) Cached(ns, vault string) (messages.Owner, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	o, ok := c.m[Key(ns, vault)]
+	o, ok := c.m[messages.VaultKey(ns, vault)]
 	return o, ok
 }
 
@@ -112,7 +109,7 @@ func (c *Cache) Cached(ns, vault string) (messages.Owner, bool) {
 // the watch may not have caught up with yet; ok is false when the vault
 // has no owner.
 func (c *Cache) Get(ctx context.Context, ns, vault string) (o messages.Owner, ok bool, err error) {
-	e, err := c.kv.Get(ctx, Key(ns, vault))
+	e, err := c.kv.Get(ctx, messages.VaultKey(ns, vault))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return o, false, nil
 	}

@@ -119,7 +119,8 @@ func vaultToken(op messages.Op) string {
 
 // fleetTypes are the values of the fleet's KV buckets, documented for
 // operators and other dispatcher implementations.
-var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head]()}
+// (VaultInfo and Approval are the values of the catalogs.)
+var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head](), typ[messages.VaultInfo](), typ[messages.Approval]()}
 
 // names renames Go types whose contract name differs (docs/envelope.md).
 var names = map[string]string{"Envelope": "ExecutionEnvelope"}
