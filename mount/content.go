@@ -183,6 +183,12 @@ func (d *fileData) committed(mtime int64) {
 	d.vmtime, d.vctime = mtime, mtime
 }
 
+// whole reports whether d is a new file written from the start: its
+// buffer is all of its content, in one extent.
+func (d *fileData) whole() bool {
+	return d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size
+}
+
 // revert drops every buffered change: the file is its committed content
 // again.
 func (d *fileData) revert() {

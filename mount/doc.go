@@ -20,14 +20,20 @@
 //   - Writes and truncations are buffered per file, shared by all its
 //     descriptors, and committed in one transaction on flush (close),
 //     fsync, the last release, Sync or Close. A commit rewrites only the
-//     chunks it touches. The writeback cache stays off: with it the kernel
+//     chunks it touches. With Options.QueueCloses, in a vault without
+//     quotas, which nothing can refuse, a close queues the file's changes
+//     instead, like a removal (Mount.commitLater), so a burst of closes
+//     costs one transaction; so is a hard link. The writeback cache stays off: with it the kernel
 //     trusts its own file sizes, which a checkpoint restore must be able
 //     to change.
 //   - Removals, renames and chmod/utimens, which no quota can refuse, are
 //     checked against the in-memory tree, answered at once and queued; the
 //     queue rides on the next transaction, or is committed alone within
 //     5 ms, so rm -rf or git's renames cost a transaction per burst, not
-//     per file. Every vault read the mount makes commits the queue first.
+//     per file. Every vault read the mount makes commits the queue first
+//     (a read of file content or of a directory's first listing leaves
+//     access times alone queued, so a cold read of many files does not
+//     commit one per file).
 //   - Creates of files and directories are queued the same way when the
 //     vault has no max_files quota (the one limit an empty entry can
 //     break): the inode number the kernel gets comes from a block the
@@ -80,7 +86,8 @@
 //     fails open descriptors with ESTALE, remains for a vault replaced
 //     wholesale. The vault API sees a change made through the mount once
 //     Sync returns (queued changes within 5 ms anyway, a file and its
-//     contents when the file is closed).
+//     contents when the file is closed, or within 5 ms of the close
+//     when Options.QueueCloses queued it).
 //   - No single request can take the process down: a handler that
 //     panics answers EIO (go-fuse recovers it), and no request allocates
 //     by a size it names: holes in sparse files cost nothing (the vault's
@@ -97,7 +104,11 @@
 //   - A commit is all or nothing. One that fails, on a quota for
 //     instance, drops that file's buffered changes: the vault and the
 //     mount both keep the previous content (a new file stays, empty), and
-//     close(2) or fsync(2) reports the error. Writes past MaxDirty commit early, so a very
+//     close(2) or fsync(2) reports the error. With Options.QueueCloses
+//     a close commits at once only in a vault with a quota, the one
+//     refusal a write can meet; elsewhere a failure of the queued
+//     content (a full disk) is logged and the mount resynchronises, as
+//     for any queued change. Writes past MaxDirty commit early, so a very
 //     large file may be committed in parts.
 //   - An unlinked file stays readable through descriptors opened before
 //     (up to 64 MiB of committed content is kept in memory), but its

@@ -378,7 +378,9 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 	case !ok:
 		return syscall.ENOENT
 	}
-	if err := m.flushHeld(ctx); err != nil {
+	// Queued access times may stay queued: the children of a directory
+	// not yet loaded were not read through this mount.
+	if err := m.flushForRead(ctx); err != nil {
 		return m.errno("readdir", p, err)
 	}
 	var self vault.Entry

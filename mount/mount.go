@@ -77,6 +77,17 @@ type Options struct {
 	AttrTimeout     time.Duration
 	NegativeTimeout time.Duration
 
+	// QueueCloses makes a close (the last flush of a file, or its
+	// release) queue the file's buffered changes like a removal or a
+	// rename, in a vault without quotas, instead of committing them
+	// before close(2) returns: a burst of small files (cp -r, git's
+	// objects) then costs one transaction instead of one per file. The
+	// vault API sees the content within the queue's delay (5 ms) or at
+	// Sync. A vault with a quota, which may refuse a commit, still
+	// commits at close, so close(2) reports the refusal. For mounts
+	// whose readers Sync first, as the worker does after each command.
+	QueueCloses bool
+
 	// Poll is how often the mount reads the vault's change log for
 	// changes made behind its back (another process, an exec, a
 	// restore), which it then shows. Zero means 200 ms; negative turns
@@ -146,6 +157,8 @@ type Mount struct {
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
 	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
+	noQuota     atomic.Bool  // Options.QueueCloses and the vault has no quota: closes queue their content
+	queueCloses bool         // Options.QueueCloses
 
 	served     chan struct{} // closed when the server stops: unmounted
 	dev        uint64        // the mount's device number, as stat shows it
@@ -195,7 +208,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
 		ctx: mctx, cancel: cancel,
 		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{}, panicOn: o.panicOn,
-		flushDelay: o.flushDelay,
+		flushDelay: o.flushDelay, queueCloses: o.QueueCloses && !o.ReadOnly,
 	}
 	if m.flushDelay <= 0 {
 		m.flushDelay = defaultFlushDelay
@@ -502,6 +515,7 @@ func (m *Mount) refreshQuota(ctx context.Context) error {
 	}
 	m.maxFileSize.Store(limit)
 	m.maxFiles.Store(q.MaxFiles != nil)
+	m.noQuota.Store(m.queueCloses && q.MaxFiles == nil && q.MaxSizeMB == nil && q.MaxFileSizeMB == nil)
 	return nil
 }
 

@@ -986,3 +986,131 @@ func TestLongListingWithoutOpendir(t *testing.T) {
 		}
 	}
 }
+
+// With QueueCloses, a close queues the file's content in a vault without
+// quotas, and a hard link is queued too: a burst of small files, linked
+// or renamed into place as git does, reaches
+// the vault in one transaction at Sync, with the inode numbers, modes and
+// times the kernel was shown, and reads back through the mount at once.
+// fsync commits at once, and a vault with a quota still reports a refused
+// commit at close.
+func TestQueueCloses(t *testing.T) {
+	ctx := context.Background()
+	v := testVault(t, vault.Quota{})
+	// The queue's own timer would commit a burst in parts on a slow
+	// machine; at Sync it must be whole.
+	m := mountVault(t, v, Options{QueueCloses: true, flushDelay: time.Hour})
+	dir := m.Dir()
+	// The first create of a mount commits at once and reserves inode
+	// numbers for those that follow.
+	writeFile(t, filepath.Join(dir, "first"), "1")
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	syncMount(t, m)
+	before, err := v.LogPos(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		tmp := filepath.Join(dir, "d", fmt.Sprint("tmp", i))
+		writeFile(t, tmp, fmt.Sprint("content ", i))
+		// Into place as git does: a hard link and an unlink for even
+		// files, a rename for odd ones.
+		final := filepath.Join(dir, "d", fmt.Sprint(i))
+		if i%2 == 0 {
+			if err := os.Link(tmp, final); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(tmp, &st); err != nil || st.Nlink != 2 {
+				t.Fatalf("d/tmp%d after link: nlink %d, %v; want 2", i, st.Nlink, err)
+			}
+			if err := os.Remove(tmp); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Rename(tmp, final); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A name kept next to the first: two names of one inode in the vault.
+	if err := os.Link(filepath.Join(dir, "d", "1"), filepath.Join(dir, "d", "1b")); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite an existing file's middle: a content change, not a create.
+	f, err := os.OpenFile(filepath.Join(dir, "d", "0"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("CONT"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		want := fmt.Sprint("content ", i)
+		if i == 0 {
+			want = "CONTent 0"
+		}
+		if got := readFile(t, filepath.Join(dir, "d", fmt.Sprint(i))); got != want {
+			t.Fatalf("mount /d/%d before Sync: got %q, want %q", i, got, want)
+		}
+	}
+	syncMount(t, m)
+	after, err := v.LogPos(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Seq != before.Seq+1 {
+		t.Fatalf("%d files written, renamed and closed took %d transactions, want 1", n, after.Seq-before.Seq)
+	}
+	for i := range n {
+		want := fmt.Sprint("content ", i)
+		if i == 0 {
+			want = "CONTent 0"
+		}
+		p := filepath.Join(dir, "d", fmt.Sprint(i))
+		if got := vaultFile(t, v, "/d/"+fmt.Sprint(i)); got != want {
+			t.Fatalf("vault /d/%d: got %q, want %q", i, got, want)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		e, err := v.Stat(ctx, "/d/"+fmt.Sprint(i))
+		if err != nil || e.Ino != st.Ino || uint32(e.Mode) != st.Mode&0o777 || e.Mtime.UnixNano() != st.Mtim.Nano() {
+			t.Fatalf("/d/%d: mount ino %d mode %o mtime %v; vault %+v, %v", i, st.Ino, st.Mode, st.Mtim, e, err)
+		}
+		if _, err := v.Stat(ctx, "/d/tmp"+fmt.Sprint(i)); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("vault /d/tmp%d: got %v, want not found", i, err)
+		}
+	}
+	a, errA := v.Stat(ctx, "/d/1")
+	b, errB := v.Stat(ctx, "/d/1b")
+	if errA != nil || errB != nil || a.Ino != b.Ino || a.Nlink != 2 || vaultFile(t, v, "/d/1b") != "content 1" {
+		t.Fatalf("vault /d/1 and /d/1b: %+v, %v; %+v, %v; want one inode with 2 links", a, errA, b, errB)
+	}
+
+	// fsync commits what an earlier close queued, without Sync.
+	writeFile(t, filepath.Join(dir, "synced"), "durable")
+	f, err = os.Open(filepath.Join(dir, "synced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if got := vaultFile(t, v, "/synced"); got != "durable" {
+		t.Fatalf("vault /synced after fsync: got %q", got)
+	}
+
+	// A quota can refuse a commit: close reports it, queue or not.
+	one := int64(1)
+	qv := testVault(t, vault.Quota{MaxSizeMB: &one})
+	qm := mountVault(t, qv, Options{QueueCloses: true, flushDelay: time.Hour})
+	err = os.WriteFile(filepath.Join(qm.Dir(), "big"), pattern(2<<20), 0o644)
+	wantErrno(t, "close of a new 2 MiB file with max_size_mb=1 and QueueCloses", err, syscall.EDQUOT, syscall.ENOSPC)
+}

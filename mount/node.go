@@ -200,7 +200,11 @@ var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 // Fsync on a directory commits the queued changes of the tree (creates,
 // removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	m := d.m
+	return d.m.fsyncQueue()
+}
+
+// fsyncQueue commits the queued changes.
+func (m *Mount) fsyncQueue() syscall.Errno {
 	m.nsMu.RLock()
 	err := m.flushHeld(m.ctx)
 	m.nsMu.RUnlock()
@@ -426,16 +430,24 @@ func (f *fileNode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off
 var _ = (fs.NodeFlusher)((*fileNode)(nil))
 
 // Flush commits the file's buffered writes: close(2) reports a failed
-// commit, quota errors included.
+// commit, quota errors included. In a vault without quotas, which cannot
+// refuse them, they are queued instead (Mount.commitLater).
 func (f *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	if h, ok := fh.(*handle); ok && f.m.commitLater(h.e) {
+		return 0
+	}
 	return f.sync(fh)
 }
 
 var _ = (fs.NodeFsyncer)((*fileNode)(nil))
 
-// Fsync commits the file's buffered writes.
+// Fsync commits the file's buffered writes, and the queue, where a close
+// may have left its content (Mount.commitLater).
 func (f *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	return f.sync(fh)
+	if errno := f.sync(fh); errno != 0 {
+		return errno
+	}
+	return f.m.fsyncQueue()
 }
 
 func (f *fileNode) sync(fh fs.FileHandle) syscall.Errno {
@@ -462,7 +474,7 @@ func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno 
 	m.mu.Lock()
 	last := h.d.opens == 1
 	m.mu.Unlock()
-	if last {
+	if last && !m.commitLater(h.e) {
 		if err := m.commit(m.ctx, h.e); err != nil {
 			m.log.Warn("commit on release failed: buffered writes dropped", keyErr, err)
 		}

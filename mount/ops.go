@@ -449,6 +449,25 @@ func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*
 		return nil, errno
 	}
 	np := childPath(dp, newName)
+	if m.noQuota.Load() {
+		// Nothing left that the vault could refuse (no max_files, and
+		// the link count is checked here): queued like a rename, so
+		// git's link and unlink of each object cost no transaction.
+		now := time.Now()
+		m.mu.Lock()
+		full := c.nlink >= vault.MaxLinks
+		m.mu.Unlock()
+		if full {
+			return nil, syscall.EMLINK
+		}
+		m.enqueue(change{op: opLink, from: op, to: np, at: now})
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		c.nlink++
+		c.ctime = now.UnixNano()
+		m.linkedLocked(c, d, newName, now)
+		return c, 0
+	}
 	var st vault.Entry
 	err := m.update(ctx, func(tx *vault.Tx) error {
 		if err := tx.Link(op, np); err != nil {
@@ -468,13 +487,19 @@ func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*
 	} else {
 		c.nlink, c.ctime = st.Nlink, st.Ctime.UnixNano()
 	}
+	m.linkedLocked(c, d, newName, st.Ctime)
+	return c, 0
+}
+
+// linkedLocked records newName in directory d as a name of c, made at
+// now. Caller holds m.mu.
+func (m *Mount) linkedLocked(c, d *entry, newName string, now time.Time) {
 	c.addPlaceLocked(d, newName)
 	if d.children != nil {
 		d.children[newName] = c
 	}
 	delete(d.negative, newName)
-	d.touch(st.Ctime)
-	return c, 0
+	d.touch(now)
 }
 
 // tmpfile makes the in-memory entry of an O_TMPFILE file in directory
@@ -732,31 +757,90 @@ func (m *Mount) setDirtyLocked(e *entry, d *fileData, dirty bool) {
 	}
 }
 
-// commit writes e's buffered changes to the vault in one transaction.
-func (m *Mount) commit(ctx context.Context, e *entry) error {
+// withData runs fn with m.nsMu held shared and e's fileData, if it has
+// one, locked.
+func (m *Mount) withData(e *entry, fn func(d *fileData)) {
 	m.nsMu.RLock()
 	defer m.nsMu.RUnlock()
 	m.mu.Lock()
 	d := e.data
 	m.mu.Unlock()
 	if d == nil {
-		return nil
+		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := m.commitLocked(ctx, e, d, nil); err != nil {
-		return err
+	fn(d)
+}
+
+// commit writes e's buffered changes to the vault in one transaction.
+func (m *Mount) commit(ctx context.Context, e *entry) (err error) {
+	m.withData(e, func(d *fileData) {
+		if err = m.commitLocked(ctx, e, d, nil); err != nil {
+			return
+		}
+		m.mu.Lock()
+		queued := e.queued
+		m.mu.Unlock()
+		if queued {
+			// Created and closed (or synced) with nothing written:
+			// the create itself must be in the vault now, as it was
+			// before the close returned when creates were not queued.
+			err = m.flushHeld(ctx)
+		}
+	})
+	return err
+}
+
+// commitLater is the close of a file in a vault without quotas, with
+// Options.QueueCloses: nothing in the vault can refuse its buffered
+// changes (a file's size is checked against the store's limit as it is
+// written), so they are queued like a create or a rename, a snapshot
+// taken from the buffer, and reach the vault with the next transaction or
+// within the queue's delay. A burst of small files (cp -r, git's objects)
+// then costs a transaction per burst, not per file. It reports false,
+// having done nothing, when the vault has a quota: the caller commits at
+// once, so that close(2) reports a refusal.
+func (m *Mount) commitLater(e *entry) bool {
+	if !m.noQuota.Load() {
+		return false
 	}
-	m.mu.Lock()
-	queued := e.queued
-	m.mu.Unlock()
-	if queued {
-		// Created and closed (or synced) with nothing written: the
-		// create itself must be in the vault now, as it was before
-		// the close returned when creates were not queued.
-		return m.flushHeld(ctx)
+	queued := true
+	m.withData(e, func(d *fileData) { queued = m.queueContentLocked(e, d) })
+	return queued
+}
+
+// queueContentLocked queues d's buffered changes for commitLater; false
+// if e has no path. Caller holds m.nsMu (shared) and d.mu.
+func (m *Mount) queueContentLocked(e *entry, d *fileData) bool {
+	if !d.dirty || d.orphan || d.stale {
+		return true
 	}
-	return nil
+	p, errno := m.path(e)
+	if errno != 0 {
+		return false
+	}
+	now := time.Now()
+	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
+	m.q.mu.Lock()
+	attached := false
+	if d.whole() && !timesSetAfterCreate(m.q.ops, e) {
+		for i := range m.q.ops {
+			if op := &m.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
+				// Created with this content, at the time the
+				// kernel was shown for the create (as a commit
+				// of a fresh file does).
+				op.data, now, attached = d.exts[0].data, op.at, true
+				break
+			}
+		}
+	}
+	m.q.mu.Unlock()
+	if !attached {
+		m.enqueue(change{op: opContent, from: p, at: now, content: snap})
+	}
+	m.committedLocked(e, d, now)
+	return true
 }
 
 // commitLocked writes d's buffered changes (d may be nil) and then runs
@@ -773,7 +857,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		return errno
 	}
 	var f fresh
-	if content && d.vsize == 0 && d.base == 0 && len(d.exts) == 1 && d.exts[0].off == 0 && d.exts[0].end() == d.size {
+	if content && d.whole() {
 		// A new file written from the start, as most are: if its
 		// create is still queued, it is made with this content.
 		f = fresh{e: e, data: d.exts[0].data}
@@ -803,9 +887,17 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		}
 		return fmt.Errorf("commit %s: %w", p, err)
 	}
-	if !content {
-		return nil
+	if content {
+		m.committedLocked(e, d, now)
 	}
+	return nil
+}
+
+// committedLocked records that d's buffered changes are the file's
+// content as of now, committed or queued: they are cached, the buffer is
+// empty, and the kernel learns the mtime the vault records. Caller holds
+// d.mu.
+func (m *Mount) committedLocked(e *entry, d *fileData, now time.Time) {
 	m.mu.Lock()
 	if data := d.contentAfter(m.cachedLocked(e)); data != nil {
 		m.cacheLocked(e, data)
@@ -826,7 +918,6 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 		// recorded the commit's.
 		m.notifyContent(in, -1, 0)
 	}
-	return nil
 }
 
 // discardLocked drops d's buffered changes and makes the kernel drop the
@@ -982,7 +1073,7 @@ func (m *Mount) fetch(ctx context.Context, e *entry, d *fileData, buf []byte, at
 	if errno != 0 {
 		return 0, errno
 	}
-	if err := m.flushHeld(ctx); err != nil {
+	if err := m.flushForRead(ctx); err != nil {
 		return 0, err
 	}
 	if !caching {

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -310,5 +311,43 @@ func TestRelatime(t *testing.T) {
 	e, err := v.Stat(context.Background(), "/f")
 	if err != nil || time.Since(e.Atime) > time.Minute {
 		t.Fatalf("vault's atime after the read: %v %v, want now", e.Atime, err)
+	}
+}
+
+// Reading many files commits their access times in one burst, not one
+// transaction per file: a queued atime does not hold up the next read.
+func TestReadsQueueAccessTimes(t *testing.T) {
+	ctx := context.Background()
+	v := testVault(t, vault.Quota{})
+	const n = 20
+	for i := range n {
+		if _, err := v.WriteFile(ctx, fmt.Sprint("/f", i), []byte(fmt.Sprint("content ", i)), vault.WriteOptions{}, vault.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := mountVault(t, v, Options{flushDelay: time.Hour})
+	before, err := v.LogPos(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range n {
+		if got := readFile(t, filepath.Join(m.Dir(), fmt.Sprint("f", i))); got != fmt.Sprint("content ", i) {
+			t.Fatalf("f%d: got %q", i, got)
+		}
+	}
+	syncMount(t, m)
+	after, err := v.LogPos(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Seq != before.Seq+1 {
+		t.Fatalf("reading %d files took %d transactions, want 1 (their access times)", n, after.Seq-before.Seq)
+	}
+	for i := range n {
+		e, err := v.Stat(ctx, fmt.Sprint("/f", i))
+		if err != nil || e.Atime.Before(start.Add(-time.Second)) {
+			t.Fatalf("vault f%d after reads: atime %v, %v; want about %v", i, e.Atime, err, start)
+		}
 	}
 }

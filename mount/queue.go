@@ -15,7 +15,8 @@ import (
 // transaction to ride on before one is made for it alone.
 const defaultFlushDelay = 5 * time.Millisecond
 
-// change is a create, removal, rename or chmod/utimens that was answered
+// change is a create, removal, rename, chmod/utimens or a closed file's
+// content (see Mount.commitLater) that was answered
 // at once, after the mount checked it against its copy of the tree, and
 // reaches the vault with the next transaction. None of them can break a
 // quota (creates are queued only when the vault has no max_files), so
@@ -39,6 +40,12 @@ type change struct {
 	uid, gid uint32 // the creator
 	ino      uint64
 	e        *entry
+	// data is a new file's first content, closed before its create was
+	// committed: the create makes the file with it.
+	data []byte
+	// content is what a close left to commit (opContent): a snapshot of
+	// the file's buffered changes, no longer shared with its fileData.
+	content *fileData
 }
 
 type changeOp uint8
@@ -48,10 +55,12 @@ const (
 	opRename
 	opSetattr
 	opCreate
+	opContent
+	opLink // a hard link: from the existing name, to the new one
 )
 
 func (c change) String() string {
-	return [...]string{"remove", "rename", "setattr", "create"}[c.op] + " " + c.from
+	return [...]string{"remove", "rename", "setattr", "create", "write", "link"}[c.op] + " " + c.from
 }
 
 func (c change) apply(tx *vault.Tx) error {
@@ -83,7 +92,11 @@ func (c change) applyNow(tx *vault.Tx) error {
 		_, err := tx.SetAttrs(c.from, c.attrs)
 		return err
 	case opCreate:
-		return c.create(tx, nil)
+		return c.create(tx, c.data)
+	case opContent:
+		return c.content.apply(tx, c.from)
+	case opLink:
+		return tx.Link(c.from, c.to)
 	}
 	return tx.Remove(c.from, vault.RemoveOptions{DirOnly: c.rmdir, FileOnly: !c.rmdir})
 }
@@ -164,6 +177,33 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 		}
 	}
 	return m.update(ctx, func(*vault.Tx) error { return nil })
+}
+
+// flushForRead is flushHeld for a read of file content or of a
+// directory's first listing, which queued access times do not change: a queue holding nothing else stays queued.
+// Otherwise a cold read of many files would commit the previous file's
+// atime before each read, a write transaction per file. A commit in
+// flight is still waited for: it may hold a rename the read must see.
+func (m *Mount) flushForRead(ctx context.Context) error {
+	m.q.tx.Lock()
+	m.q.mu.Lock()
+	only := onlyAtimes(m.q.ops)
+	m.q.mu.Unlock()
+	m.q.tx.Unlock()
+	if only {
+		return nil
+	}
+	return m.flushHeld(ctx)
+}
+
+// onlyAtimes reports whether ops set access times and nothing else.
+func onlyAtimes(ops []change) bool {
+	for _, op := range ops {
+		if op.op != opSetattr || op.attrs != (vault.Attrs{Atime: op.attrs.Atime, Accessed: true}) {
+			return false
+		}
+	}
+	return true
 }
 
 // dropQueue forgets the queued changes, for Invalidate: they were made

@@ -13,6 +13,9 @@
 #   MOUNTBENCH_REPS    runs per workload and side (default 3; the median is shown)
 #   MOUNTBENCH_BUDGET  seconds after which no new run starts (default 300)
 #   STEP_TIMEOUT       seconds before one timed step is killed (default 120)
+#   MOUNTBENCH_MOUNT_FLAGS  flags for `avfs mount` (default --queue-closes, as
+#                      exec's mounts; set it empty for a mount that commits
+#                      each file before close returns)
 #   BENCH_TMP          where the temporary trees and the vault store go
 #                      (default $TMPDIR or /tmp; native and mount share it)
 #
@@ -30,6 +33,7 @@ avfs=$root/bin/avfs
 reps=${MOUNTBENCH_REPS:-3}
 budget=${MOUNTBENCH_BUDGET:-300}
 step_timeout=${STEP_TIMEOUT:-120}
+mount_flags=${MOUNTBENCH_MOUNT_FLAGS---queue-closes}
 nfiles=2000
 script_t0=${EPOCHREALTIME/./}
 
@@ -60,7 +64,8 @@ mkdir -p "$mnt" "$work/native"
 # mount_vault NAME: serve vault NAME at $mnt; returns once it is mounted.
 mount_vault() {
 	: >"$work/mount.out"
-	"$avfs" --home "$home" mount "$mnt" --vault "$1" --json >"$work/mount.out" 2>"$work/mount.err" &
+	# shellcheck disable=SC2086 # mount_flags is a list of flags
+	"$avfs" --home "$home" mount "$mnt" --vault "$1" $mount_flags --json >"$work/mount.out" 2>"$work/mount.err" &
 	mount_pid=$!
 	local i
 	for i in $(seq 400); do
@@ -318,6 +323,7 @@ echo "tools:   $(go version | cut -d' ' -f3), $(git --version), $([ "$have_cargo
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at start"
 echo "work:    $work (native trees and the vault store share this file system):"
 df -T "$work" | sed 's/^/         /'
+echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS)"
 echo "tree:    $nfiles files, $tree_bytes bytes, in 100 directories (plus 11 parents)"
 if [ "$can_drop" = 1 ]; then
 	echo "cold:    page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each cold read, both sides;"

@@ -14,6 +14,7 @@
 #   POSIX_DIR_TIMEOUT  seconds one syscall directory may take (default 1200)
 #   POSIX_LOG          keep prove's verbose output in this file
 #   AVFS_BIN           the avfs binary to test (default bin/avfs)
+#   POSIX_MOUNT_FLAGS  more flags for `avfs mount` (say --queue-closes)
 #   BENCH_TMP          where the vault store and mount point go
 set -euo pipefail
 export LC_ALL=C
@@ -23,6 +24,7 @@ root=$PWD
 avfs=${AVFS_BIN:-$root/bin/avfs}
 tarball=${PJDFSTEST_TARBALL:-$root/../shared/pjdfstest/pjdfstest-85a8aea.tar.gz}
 dir_timeout=${POSIX_DIR_TIMEOUT:-1200}
+mount_flags=${POSIX_MOUNT_FLAGS:-}
 
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
 	echo "posix: needs root and /dev/fuse (pjdfstest switches users; the mount uses allow_other)" >&2
@@ -83,7 +85,8 @@ allow=
 mount_vault() {
 	"$avfs" --home "$home" vault create "$1" >/dev/null
 	: >"$work/mount.out"
-	"$avfs" --home "$home" mount "$mnt" --vault "$1" $allow --json >"$work/mount.out" 2>"$work/mount.err" &
+	# shellcheck disable=SC2086 # $allow and $mount_flags are lists of flags
+	"$avfs" --home "$home" mount "$mnt" --vault "$1" $allow $mount_flags --json >"$work/mount.out" 2>"$work/mount.err" &
 	mount_pid=$!
 	for _ in $(seq 400); do
 		[ -s "$work/mount.out" ] && mountpoint -q "$mnt" && return 0

@@ -134,7 +134,9 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 		lock.Close()
 		return nil, err
 	}
-	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log})
+	// QueueCloses: the runner Syncs the mount after each command,
+	// before anything reads the vault for the envelope.
+	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log, QueueCloses: true})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)

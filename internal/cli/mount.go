@@ -16,9 +16,9 @@ import (
 )
 
 func (a *app) mountCmd() *cobra.Command {
-	var readonly, allowOther bool
+	var readonly, allowOther, queueCloses bool
 	c := &cobra.Command{
-		Use:   "mount MOUNTPOINT [--readonly] [--allow-other]",
+		Use:   "mount MOUNTPOINT [--readonly] [--allow-other] [--queue-closes]",
 		Short: "Serve the vault as a real directory until `avfs unmount` or a signal",
 		Long: `mount serves the vault at MOUNTPOINT until ` + "`avfs unmount MOUNTPOINT`" + ` or a signal.
 Changes made to the vault elsewhere (another avfs process, an exec, a restore)
@@ -33,6 +33,9 @@ store; it must run on this machine.`,
 				return err
 			}
 			if a.cfg.NATS.URL != "" || runningServe(a.cfg.Home) != "" {
+				if queueCloses {
+					return messages.Errorf(messages.CodeInvalidArgument, "mount --queue-closes through a fleet: not implemented yet")
+				}
 				return a.mountThroughFleet(cmd.Context(), name, dir, readonly)
 			}
 			st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
@@ -46,7 +49,7 @@ store; it must run on this machine.`,
 			} else if !ok {
 				return &requestError{toErr(vault.ErrVaultNotFound)}
 			}
-			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, AllowOther: allowOther, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
+			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, AllowOther: allowOther, QueueCloses: queueCloses, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 			}
@@ -70,6 +73,7 @@ store; it must run on this machine.`,
 		}),
 	}
 	c.Flags().BoolVar(&readonly, "readonly", false, "refuse every change with EROFS")
+	c.Flags().BoolVar(&queueCloses, "queue-closes", false, "in a vault without quotas, commit a closed file's content with the next burst of changes (within 5 ms) instead of before close returns, as exec's mounts do")
 	c.Flags().BoolVar(&allowOther, "allow-other", false, "let other users use the mount (root, or user_allow_other in /etc/fuse.conf); owners and modes are checked for every caller")
 	return c
 }
