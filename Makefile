@@ -5,7 +5,7 @@ PKGS    := ./...
 # Stamped into `avfs version`: the nearest tag (or 0.0.0-dev) and the commit.
 VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo 0.0.0-dev)
 COMMIT  ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null && echo $$c || echo $$c-dirty; } || echo unknown)
-LDFLAGS := -X github.com/avfs/avfs/internal/cli.Version=$(VERSION) -X github.com/avfs/avfs/internal/cli.Commit=$(COMMIT)
+LDFLAGS := -X github.com/avfs/avfs/cli.Version=$(VERSION) -X github.com/avfs/avfs/cli.Commit=$(COMMIT)
 # Two cores here: one package at a time keeps FUSE and process tests calm.
 TESTFLAGS ?= -p 2 -count=1 -timeout 12m
 

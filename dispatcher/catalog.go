@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // Namespace-scoped ops (messages/subjects.go, "The catalogs"): the
@@ -111,7 +112,7 @@ func (d *Dispatcher) vaultList(ctx context.Context, ns string) (messages.VaultLi
 	for _, e := range es {
 		var v messages.VaultInfo
 		if err := json.Unmarshal(e.Value(), &v); err != nil {
-			d.log.WarnContext(ctx, "catalog entry unreadable", "key", e.Key(), "err", err)
+			d.log.WarnContext(ctx, "catalog entry unreadable", "key", e.Key(), telemetry.LogKeyErr, err)
 			continue
 		}
 		if o, ok := d.owned.Cached(ns, v.Name); ok {
@@ -135,7 +136,7 @@ func (d *Dispatcher) approvalList(ctx context.Context, ns string) (messages.Appr
 	for _, e := range es {
 		var a messages.Approval
 		if err := json.Unmarshal(e.Value(), &a); err != nil {
-			d.log.WarnContext(ctx, "approval entry unreadable", "key", e.Key(), "err", err)
+			d.log.WarnContext(ctx, "approval entry unreadable", "key", e.Key(), telemetry.LogKeyErr, err)
 			continue
 		}
 		if exp, err := time.Parse(time.RFC3339Nano, a.ExpiresAt); err == nil && a.Status == "pending" && now.After(exp) {
@@ -207,7 +208,7 @@ func (d *Dispatcher) reply(msg jetstream.Msg, rep messages.Reply) {
 		return
 	}
 	if err := d.nc.Publish(to, b); err != nil {
-		d.log.Warn("reply", "request", rep.RequestID, "err", err)
+		d.log.Warn("reply", telemetry.LogKeyRequest, rep.RequestID, telemetry.LogKeyErr, err)
 	}
 }
 

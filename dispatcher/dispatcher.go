@@ -172,7 +172,7 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 	for _, id := range dead {
 		delete(d.suspects, id)
 		if err := d.rescueWorker(ctx, st, id); err != nil {
-			d.log.Warn("rescue", "worker", id, "err", err)
+			d.log.Warn("rescue", telemetry.LogKeyWorker, id, telemetry.LogKeyErr, err)
 		}
 	}
 }
@@ -211,7 +211,7 @@ func (d *Dispatcher) rescueWorker(ctx context.Context, st jetstream.Stream, id s
 			break
 		}
 	}
-	d.log.Info("rescued dead worker's requests", "worker", id, "moved", moved)
+	d.log.Info("rescued dead worker's requests", telemetry.LogKeyWorker, id, "moved", moved)
 	return nil
 }
 
@@ -244,7 +244,7 @@ func (d *Dispatcher) reroute(ctx context.Context, msg jetstream.Msg, dead string
 func (d *Dispatcher) heartbeat(ctx context.Context) {
 	b, _ := json.Marshal(messages.Member{ID: d.id, Kind: "dispatcher", LastSeen: time.Now().UTC().Format(time.RFC3339Nano)})
 	if _, err := d.members.Put(ctx, messages.DispatcherPrefix+d.id, b); err != nil {
-		d.log.Warn("heartbeat", "err", err)
+		d.log.Warn("heartbeat", telemetry.LogKeyErr, err)
 	}
 }
 
@@ -287,7 +287,7 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 			reason := fmt.Sprintf("not placed after %d deliveries: %v", md.NumDelivered, err)
 			settle := func() error { return msg.Ack() }
 			if derr := d.deadLetter(ctx, ns, vault, op, msg.Headers(), msg.Data(), reason, "", settle); derr != nil {
-				d.log.WarnContext(ctx, "dead-letter", "err", derr)
+				d.log.WarnContext(ctx, "dead-letter", telemetry.LogKeyErr, derr)
 				d.fail(msg, messages.Errorf(messages.CodeUnavailable, "%v", err))
 			}
 			return
@@ -308,7 +308,7 @@ func (d *Dispatcher) route(ctx context.Context, msg jetstream.Msg) {
 	if _, err := d.js.PublishMsg(ctx, fwd); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		d.log.WarnContext(ctx, "forward", "worker", w, "err", err)
+		d.log.WarnContext(ctx, "forward", telemetry.LogKeyWorker, w, telemetry.LogKeyErr, err)
 		msg.NakWithDelay(time.Second)
 		return
 	}
@@ -496,7 +496,7 @@ func (d *Dispatcher) place(ctx context.Context, ns, vault string, op messages.Op
 		if _, err := d.owners.Update(ctx, key, b, e.Revision()); err != nil {
 			continue
 		}
-		d.log.Info("reassigned vault", "vault", key, "from", o.Worker, "to", w, "epoch", o.Epoch+1)
+		d.log.Info("reassigned vault", telemetry.LogKeyVault, key, "from", o.Worker, "to", w, telemetry.LogKeyEpoch, o.Epoch+1)
 		return w, d.afterPlace(ctx, ns, w, op, rid, body)
 	}
 	return "", fmt.Errorf("place %s: ownership kept changing", key)

@@ -38,11 +38,11 @@ func (d *Dispatcher) watchDead(ctx context.Context) (*nats.Subscription, error) 
 	return d.nc.QueueSubscribe(maxDeliveriesAdvisory, "avfs-dlq", func(m *nats.Msg) {
 		var adv deliveryExceeded
 		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
-			d.log.Warn("max deliveries advisory", "err", err, "data", string(m.Data))
+			d.log.Warn("max deliveries advisory", telemetry.LogKeyErr, err, "data", string(m.Data))
 			return
 		}
 		if err := d.deadLetterWork(ctx, adv); err != nil {
-			d.log.Warn("dead-letter", "seq", adv.StreamSeq, "consumer", adv.Consumer, "err", err)
+			d.log.Warn("dead-letter", "seq", adv.StreamSeq, "consumer", adv.Consumer, telemetry.LogKeyErr, err)
 		}
 	})
 }
@@ -101,7 +101,7 @@ func (d *Dispatcher) deadLetter(ctx context.Context, ns, vault string, op messag
 		return fmt.Errorf("publish dead letter: %w", err)
 	}
 	rid := hdr.Get(messages.HeaderRequestID)
-	d.log.Warn("dead-lettered request", "request", rid, "op", op, "namespace", ns, "vault", vault, "reason", reason, "dlq_seq", ack.Sequence)
+	d.log.Warn("dead-lettered request", telemetry.LogKeyRequest, rid, "op", op, telemetry.LogKeyNamespace, ns, telemetry.LogKeyVault, vault, "reason", reason, "dlq_seq", ack.Sequence)
 	if err := settle(); err != nil {
 		return err
 	}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/avfs/avfs/cli"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
 	"github.com/avfs/avfs/handler"
-	"github.com/avfs/avfs/internal/cli"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"

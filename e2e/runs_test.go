@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/avfs/avfs/internal/cli"
+	"github.com/avfs/avfs/cli"
 	"github.com/avfs/avfs/internal/terminal"
 	"github.com/avfs/avfs/messages"
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shells internal/cli's terminal tests type into (TestShellsCompleteNames):
+# The shells cli's terminal tests type into (TestShellsCompleteNames):
 # bash's completion library, zsh and fish. Debian packages; needs root.
 set -euo pipefail
 missing=()

@@ -13,6 +13,19 @@ const (
 	LogKeySpanID  = "span_id"
 )
 
+// Log keys of the fleet's records (worker, dispatcher, CLI), one spelling
+// each so that a log search for a vault or an error finds every line.
+// The leaves (vault, mount, exec) keep their own few keys: they import
+// nothing of ours.
+const (
+	LogKeyErr       = "err"
+	LogKeyVault     = "vault"
+	LogKeyNamespace = "namespace"
+	LogKeyWorker    = "worker"
+	LogKeyRequest   = "request"
+	LogKeyEpoch     = "epoch"
+)
+
 // LogHandler wraps h so that every record logged with a context carrying
 // a span (logger.InfoContext(ctx, ...)) gets its trace and span ids, and a
 // log line can be found from its trace and back.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // auditBatch is how many audit events one pass publishes at most.
@@ -39,7 +40,7 @@ func (s *Server) publishAudit(ctx context.Context) {
 	key := AuditCursorKey(s.id)
 	var last int64
 	if v, ok, err := st.Meta(ctx, key); err != nil {
-		s.log.Warn("audit stream cursor", "err", err)
+		s.log.Warn("audit stream cursor", telemetry.LogKeyErr, err)
 	} else if ok {
 		last, _ = strconv.ParseInt(v, 10, 64)
 	}
@@ -53,7 +54,7 @@ func (s *Server) publishAudit(ctx context.Context) {
 			return
 		}
 		if err := st.SetMeta(ctx, key, strconv.FormatInt(last, 10)); err != nil {
-			s.log.Warn("audit stream cursor", "err", err)
+			s.log.Warn("audit stream cursor", telemetry.LogKeyErr, err)
 			return
 		}
 		saved, savedAt = last, time.Now()
@@ -66,7 +67,7 @@ func (s *Server) publishAudit(ctx context.Context) {
 		n, err := s.publishAuditBatch(ctx, &last)
 		if err != nil && ctx.Err() == nil {
 			if !failing {
-				s.log.Warn("audit stream publish", "err", err)
+				s.log.Warn("audit stream publish", telemetry.LogKeyErr, err)
 			}
 			failing = true
 		} else if err == nil {

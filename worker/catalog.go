@@ -11,6 +11,7 @@ import (
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -113,7 +114,7 @@ func (c *catalog) flush(ctx context.Context) {
 	c.mu.Unlock()
 	for _, k := range ks {
 		if err := c.refresh(ctx, k); err != nil {
-			c.s.log.Warn("catalog: rewrite entry", "namespace", k.ns, "vault", k.vault, "err", err)
+			c.s.log.Warn("catalog: rewrite entry", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 			c.mu.Lock()
 			c.dirty[k] = true // with the next flush
 			c.mu.Unlock()
@@ -211,7 +212,7 @@ func (c *catalog) record(ctx context.Context, req messages.Request, rep messages
 	}
 	k := vkey{req.Namespace, req.Vault}
 	unavailable := func(what string, err error) messages.Reply {
-		c.s.log.WarnContext(ctx, "catalog: write entry", "namespace", req.Namespace, "vault", what, "err", err)
+		c.s.log.WarnContext(ctx, "catalog: write entry", telemetry.LogKeyNamespace, req.Namespace, telemetry.LogKeyVault, what, telemetry.LogKeyErr, err)
 		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
 			"%s of vault %q done, but the vault catalog was not updated: %v; retry the request", req.Op, what, err)}
 	}
@@ -318,7 +319,7 @@ func (c *catalog) putApproval(ctx context.Context, a messages.Approval, onlyNew 
 		}
 	}
 	if err != nil {
-		c.s.log.WarnContext(ctx, "catalog: write approval", "approval", a.ID, "err", err)
+		c.s.log.WarnContext(ctx, "catalog: write approval", "approval", a.ID, telemetry.LogKeyErr, err)
 	}
 }
 
@@ -330,13 +331,13 @@ func (c *catalog) seed(ctx context.Context) {
 	st := c.s.h.Store()
 	nss, err := st.Namespaces(ctx)
 	if err != nil {
-		c.s.log.Warn("catalog: namespaces", "err", err)
+		c.s.log.Warn("catalog: namespaces", telemetry.LogKeyErr, err)
 		return
 	}
 	for _, ns := range nss {
 		ins, err := st.List(ctx, ns)
 		if err != nil {
-			c.s.log.Warn("catalog: list", "namespace", ns, "err", err)
+			c.s.log.Warn("catalog: list", telemetry.LogKeyNamespace, ns, telemetry.LogKeyErr, err)
 			continue
 		}
 		for _, in := range ins {
@@ -353,13 +354,13 @@ func (c *catalog) seed(ctx context.Context) {
 					_, err = c.vaults.Update(ctx, messages.VaultKey(ns, in.Name), b, 0)
 				}
 				if err != nil && !revisionLost(err) {
-					c.s.log.Warn("catalog: add vault", "namespace", ns, "vault", in.Name, "err", err)
+					c.s.log.Warn("catalog: add vault", telemetry.LogKeyNamespace, ns, telemetry.LogKeyVault, in.Name, telemetry.LogKeyErr, err)
 				}
 			}
 		}
 		as, err := st.Approvals(ctx, ns)
 		if err != nil {
-			c.s.log.Warn("catalog: approvals", "namespace", ns, "err", err)
+			c.s.log.Warn("catalog: approvals", telemetry.LogKeyNamespace, ns, telemetry.LogKeyErr, err)
 			continue
 		}
 		for _, a := range as {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // The direct path (docs/protocol.md, "Direct requests"): a client that
@@ -85,7 +86,7 @@ func (s *Server) serveDirect() (stop func(), err error) {
 	}
 	return func() {
 		if err := sub.Unsubscribe(); err != nil {
-			s.log.Warn("direct unsubscribe", "err", err)
+			s.log.Warn("direct unsubscribe", telemetry.LogKeyErr, err)
 		}
 		s.mu.Lock()
 		s.directOff = true
@@ -154,7 +155,7 @@ func (s *Server) reply(to string, req messages.Request, rep messages.Reply) {
 func (s *Server) publishReply(to string, h nats.Header, rep messages.Reply) {
 	if !messages.ValidReplyTo(to) {
 		if to != "" {
-			s.log.Warn("refused reply subject", "subject", to, "request", rep.RequestID)
+			s.log.Warn("refused reply subject", "subject", to, telemetry.LogKeyRequest, rep.RequestID)
 		}
 		return
 	}
@@ -164,6 +165,6 @@ func (s *Server) publishReply(to string, h nats.Header, rep messages.Reply) {
 	}
 	h.Set(messages.HeaderWorker, s.id)
 	if err := s.nc.PublishMsg(&nats.Msg{Subject: to, Header: h, Data: b}); err != nil {
-		s.log.Warn("reply", "request", rep.RequestID, "err", err)
+		s.log.Warn("reply", telemetry.LogKeyRequest, rep.RequestID, telemetry.LogKeyErr, err)
 	}
 }

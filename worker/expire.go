@@ -8,6 +8,7 @@ import (
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // ifExpired is the sweep's vault.delete args.
@@ -28,7 +29,7 @@ const defaultSweepEvery = 5 * time.Second
 func (s *Server) sweepExpired(ctx context.Context) {
 	c, err := client.New(s.nc) // (not closed: Close would close s.nc)
 	if err != nil {
-		s.log.Warn("expiry sweep disabled", "err", err)
+		s.log.Warn("expiry sweep disabled", telemetry.LogKeyErr, err)
 		return
 	}
 	t := time.NewTicker(s.o.SweepEvery)
@@ -46,7 +47,7 @@ func (s *Server) sweepExpired(ctx context.Context) {
 func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
 	ex, err := s.h.Store().Expired(ctx)
 	if err != nil {
-		s.log.Warn("expiry sweep", "err", err)
+		s.log.Warn("expiry sweep", telemetry.LogKeyErr, err)
 		return
 	}
 	for _, e := range ex {
@@ -61,13 +62,13 @@ func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
 		cancel()
 		switch {
 		case err != nil:
-			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", err)
+			s.log.Warn("expiry sweep: delete", telemetry.LogKeyVault, e.Name, telemetry.LogKeyErr, err)
 		case rep.Error != nil && rep.Error.Code == messages.CodeConflict:
-			s.log.Info("expiry sweep: vault no longer expired", "namespace", e.Namespace, "vault", e.Name)
+			s.log.Info("expiry sweep: vault no longer expired", telemetry.LogKeyNamespace, e.Namespace, telemetry.LogKeyVault, e.Name)
 		case rep.Error != nil && rep.Error.Code != messages.CodeVaultNotFound:
-			s.log.Warn("expiry sweep: delete", "vault", e.Name, "err", rep.Error)
+			s.log.Warn("expiry sweep: delete", telemetry.LogKeyVault, e.Name, telemetry.LogKeyErr, rep.Error)
 		default:
-			s.log.Info("expired vault deleted", "namespace", e.Namespace, "vault", e.Name, "expired_at", e.ExpiresAt)
+			s.log.Info("expired vault deleted", telemetry.LogKeyNamespace, e.Namespace, telemetry.LogKeyVault, e.Name, "expired_at", e.ExpiresAt)
 		}
 	}
 }

@@ -34,7 +34,7 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 		// bucket before refusing.
 		var err error
 		if o, ok, err = s.owned.Get(ctx, req.Namespace, req.Vault); err != nil {
-			s.log.WarnContext(ctx, "owner lookup failed; serving", "vault", req.Vault, "err", err)
+			s.log.WarnContext(ctx, "owner lookup failed; serving", telemetry.LogKeyVault, req.Vault, telemetry.LogKeyErr, err)
 			return messages.Owner{}, false
 		}
 	}
@@ -78,11 +78,11 @@ func (s *Server) fence(ctx context.Context, msg delivery, req messages.Request, 
 	// A duplicate is this same return made before (this message was
 	// redelivered after a lost ack): it is in the intake already.
 	if _, err := s.js.PublishMsg(ctx, back); err != nil {
-		s.log.WarnContext(ctx, "fenced request not sent back", "request", req.RequestID, "err", err)
+		s.log.WarnContext(ctx, "fenced request not sent back", telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
 		msg.Nak() // try again later
 		return o, true
 	}
-	s.log.InfoContext(ctx, "not the owner: request sent back for routing", "vault", req.Vault, "owner", o.Worker, "epoch", o.Epoch, "request", req.RequestID)
+	s.log.InfoContext(ctx, "not the owner: request sent back for routing", telemetry.LogKeyVault, req.Vault, "owner", o.Worker, telemetry.LogKeyEpoch, o.Epoch, telemetry.LogKeyRequest, req.RequestID)
 	msg.Ack()
 	return o, true
 }

@@ -205,7 +205,7 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 	h.served[k] = struct{}{}
 	h.mu.Unlock()
 	unavailable := func(v string, err error) *messages.Error {
-		h.s.log.WarnContext(ctx, "handoff: vault not brought up to date", "namespace", k.ns, "vault", v, "err", err)
+		h.s.log.WarnContext(ctx, "handoff: vault not brought up to date", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, v, telemetry.LogKeyErr, err)
 		return messages.Errorf(messages.CodeUnavailable, "vault %q: its current copy could not be brought to worker %s: %v; retry", v, h.s.id, err)
 	}
 	if err := h.reconcile(ctx, k, owner.Epoch, req.RequestID); err != nil {
@@ -465,7 +465,7 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 		go func() {
 			defer h.wg.Done()
 			if _, err := st.GC(context.WithoutCancel(ctx)); err != nil {
-				h.s.log.Warn("handoff: gc after replace", "err", err)
+				h.s.log.Warn("handoff: gc after replace", telemetry.LogKeyErr, err)
 			}
 		}()
 	}
@@ -476,7 +476,7 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	}
 	h.moved(ctx, "fetched", len(missing), fetched)
 	span.SetAttributes(attribute.Int("avfs.chunks", len(hs)), attribute.Int("avfs.chunks_fetched", len(missing)), attribute.Int64("avfs.bytes_fetched", fetched))
-	h.s.log.Info("pulled vault", "namespace", k.ns, "vault", k.vault, "chunks", len(hs), "fetched", len(missing), "fetched_bytes", fetched,
+	h.s.log.Info("pulled vault", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "chunks", len(hs), "fetched", len(missing), "fetched_bytes", fetched,
 		"replaced", replace, "epoch", hd.Epoch, "from", hd.Worker)
 	return nil
 }
@@ -603,12 +603,12 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 	// id) finds the stored result and pushes again.
 	pushed, err := h.sync(ctx, t, pushAction{seed: true, reason: string(req.Op), checkpoint: a.Checkpoint})
 	if err != nil {
-		h.s.log.Warn("handoff: fork for another worker", "vault", a.Target, "worker", o.Worker, "err", err)
+		h.s.log.Warn("handoff: fork for another worker", telemetry.LogKeyVault, a.Target, telemetry.LogKeyWorker, o.Worker, telemetry.LogKeyErr, err)
 		return fail(messages.CodeUnavailable, "fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)
 	}
 	drop := func() {
 		if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil && !errors.Is(err, vault.ErrVaultNotFound) {
-			h.s.log.Warn("handoff: drop the copy of a fork handed over", "vault", a.Target, "err", err)
+			h.s.log.Warn("handoff: drop the copy of a fork handed over", telemetry.LogKeyVault, a.Target, telemetry.LogKeyErr, err)
 		}
 		h.s.h.Changed(messages.OpVaultDelete, t.ns, t.vault)
 	}
@@ -643,7 +643,7 @@ func (h *handoff) warm(ctx context.Context, k vkey, w string) {
 	msg.Header.Set(messages.HeaderDeadline, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano))
 	telemetry.Inject(wctx, msg.Header)
 	if _, err := h.s.nc.RequestMsgWithContext(wctx, msg); err != nil {
-		h.s.log.Debug("handoff: warm a fork on its worker", "vault", k.vault, "worker", w, "err", err)
+		h.s.log.Debug("handoff: warm a fork on its worker", telemetry.LogKeyVault, k.vault, telemetry.LogKeyWorker, w, telemetry.LogKeyErr, err)
 	}
 }
 
@@ -659,7 +659,7 @@ func (h *handoff) markDirty(k vkey) {
 func (h *handoff) current(ctx context.Context, k vkey, epoch int64) {
 	if epoch > 0 {
 		if err := h.s.h.Store().SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
-			h.s.log.Warn("handoff: record epoch", "namespace", k.ns, "vault", k.vault, "err", err)
+			h.s.log.Warn("handoff: record epoch", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 			return
 		}
 	}
@@ -674,7 +674,7 @@ func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
-		h.s.log.Error("handoff: push after the worker stopped, not made", "namespace", k.ns, "vault", k.vault, "reason", a.reason)
+		h.s.log.Error("handoff: push after the worker stopped, not made", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "reason", a.reason)
 		done := make(chan struct{})
 		close(done)
 		return done
@@ -700,7 +700,7 @@ func (h *handoff) schedule(k vkey, a pushAction) <-chan struct{} {
 				if err == nil {
 					break
 				}
-				h.s.log.Warn("handoff push", "namespace", k.ns, "vault", k.vault, "reason", a.reason, "try", try, "err", err)
+				h.s.log.Warn("handoff push", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "reason", a.reason, "try", try, telemetry.LogKeyErr, err)
 				h.mu.Lock()
 				queued := j.next != nil
 				h.mu.Unlock()
@@ -740,7 +740,7 @@ func (h *handoff) drain() {
 		h.mu.Unlock()
 		if len(ks) == 0 || round > 3 {
 			for _, k := range ks {
-				h.s.log.Error("handoff: changes not pushed before stopping", "namespace", k.ns, "vault", k.vault)
+				h.s.log.Error("handoff: changes not pushed before stopping", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault)
 			}
 			h.mu.Lock()
 			h.stopped = true
@@ -772,7 +772,7 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 		span.SetAttributes(attribute.Bool("avfs.pushed", pushed))
 		endSpan(span, err)
 	}()
-	log := h.s.log.With("namespace", k.ns, "vault", k.vault, "reason", a.reason)
+	log := h.s.log.With(telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "reason", a.reason)
 	if err := h.open(ctx); err != nil {
 		return false, err
 	}
@@ -782,13 +782,13 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 	}
 	if known && !a.seed {
 		if o.Worker != h.s.id {
-			log.Info("handoff push skipped: not the owner", "owner", o.Worker, "epoch", o.Epoch)
+			log.Info("handoff push skipped: not the owner", "owner", o.Worker, telemetry.LogKeyEpoch, o.Epoch)
 			return false, nil
 		}
 		if local, err := h.localEpoch(ctx, k); err != nil {
 			return false, err
 		} else if local != o.Epoch && !a.del {
-			log.Info("handoff push skipped: this copy is not current at the owner epoch", "epoch", o.Epoch, "copy_epoch", local)
+			log.Info("handoff push skipped: this copy is not current at the owner epoch", telemetry.LogKeyEpoch, o.Epoch, "copy_epoch", local)
 			return false, nil
 		}
 	}
@@ -801,7 +801,7 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 	// since changed must not put it back).
 	keep := func(hd messages.Head) bool { return hd.Epoch > o.Epoch || a.seed && !hd.Deleted }
 	if ok && keep(hd) {
-		log.Info("handoff push skipped: the head is newer", "head_epoch", hd.Epoch, "epoch", o.Epoch)
+		log.Info("handoff push skipped: the head is newer", "head_epoch", hd.Epoch, telemetry.LogKeyEpoch, o.Epoch)
 		return false, nil
 	}
 	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
@@ -852,7 +852,7 @@ func (h *handoff) moveHead(ctx context.Context, k vkey, next, hd messages.Head, 
 		if err == nil {
 			if ok && hd.Object != "" {
 				if err := h.obs.Delete(ctx, hd.Object); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-					h.s.log.Warn("handoff: delete the previous manifest", "object", hd.Object, "err", err)
+					h.s.log.Warn("handoff: delete the previous manifest", "object", hd.Object, telemetry.LogKeyErr, err)
 				}
 			}
 			return true, nil
@@ -868,7 +868,7 @@ func (h *handoff) moveHead(ctx context.Context, k vkey, next, hd messages.Head, 
 			return false, err
 		}
 		if ok && (keep(hd) || hd.Deleted && !next.Deleted) {
-			h.s.log.Info("handoff push dropped: the head moved to a newer copy", "namespace", k.ns, "vault", k.vault, "head_epoch", hd.Epoch, "epoch", next.Epoch)
+			h.s.log.Info("handoff push dropped: the head moved to a newer copy", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "head_epoch", hd.Epoch, telemetry.LogKeyEpoch, next.Epoch)
 			return false, nil
 		}
 	}

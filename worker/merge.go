@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) mergeOp(ctx context.Context, req messages.Request, a messages.V
 	}
 	defer func() {
 		if err := s.h.Store().Delete(context.WithoutCancel(ctx), req.Namespace, local, vault.Meta{Actor: "worker:" + s.id}); err != nil {
-			s.log.Warn("merge: drop the copy of a fork", "namespace", req.Namespace, "vault", local, "err", err)
+			s.log.Warn("merge: drop the copy of a fork", telemetry.LogKeyNamespace, req.Namespace, telemetry.LogKeyVault, local, telemetry.LogKeyErr, err)
 		}
 	}()
 	return s.h.MergeAs(ctx, req, a, local)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -161,7 +162,7 @@ func (ms *Mounts) Refresh(ctx context.Context, ns, name string) {
 	ms.mu.Unlock()
 	for _, m := range list {
 		if err := m.Refresh(ctx); err != nil {
-			ms.log.Warn("refresh mount", "dir", m.Dir(), "err", err)
+			ms.log.Warn("refresh mount", "dir", m.Dir(), telemetry.LogKeyErr, err)
 		}
 	}
 }
@@ -186,7 +187,7 @@ func (ms *Mounts) Release(ns, name string) error {
 func (ms *Mounts) close(am *activeMount) error {
 	err := am.mnt.Close()
 	if err != nil {
-		ms.log.Warn("unmount", "dir", am.mnt.Dir(), "err", err)
+		ms.log.Warn("unmount", "dir", am.mnt.Dir(), telemetry.LogKeyErr, err)
 		if derr := unix.Unmount(am.mnt.Dir(), unix.MNT_DETACH); derr == nil || errors.Is(derr, unix.EINVAL) {
 			return nil
 		}

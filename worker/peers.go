@@ -102,7 +102,7 @@ func (p *peers) respond(r micro.Request, rep messages.Reply) {
 		err = r.Respond(b)
 	}
 	if err != nil {
-		p.s.log.Warn("peer reply", "request", rep.RequestID, "err", err)
+		p.s.log.Warn("peer reply", telemetry.LogKeyRequest, rep.RequestID, telemetry.LogKeyErr, err)
 	}
 }
 

@@ -367,7 +367,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	ctx, span = r.tracer.Start(ctx, "changes")
 	defer span.End()
 	if err := am.mnt.Sync(context.WithoutCancel(ctx)); err != nil {
-		r.log.WarnContext(ctx, "sync mount after exec", "vault", req.Vault, "err", err)
+		r.log.WarnContext(ctx, "sync mount after exec", telemetry.LogKeyVault, req.Vault, telemetry.LogKeyErr, err)
 	}
 	ch, err := v.Diff(context.WithoutCancel(ctx), before, "")
 	if err != nil {

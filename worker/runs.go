@@ -22,6 +22,7 @@ import (
 
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 )
 
 // Background runs (docs/protocol.md, "Background runs"). run.start
@@ -237,7 +238,7 @@ func (rs *runs) finish(x *run, env messages.Envelope, err error) {
 		info.Error = handler.ToError(err)
 	}
 	if werr := writeRecord(rs.vaultDir(info.Namespace, info.Vault), info); werr != nil {
-		rs.r.log.Warn("record run end", "run", info.ID, "err", werr)
+		rs.r.log.Warn("record run end", "run", info.ID, telemetry.LogKeyErr, werr)
 	}
 	x.info = info
 	delete(rs.live, info.ID)

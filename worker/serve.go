@@ -113,7 +113,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With("worker", o.ID),
+	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
 		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}).withHandoff(), nil
 }
@@ -146,7 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if kv, err := s.js.KeyValue(ctx, messages.BucketAttempts); err == nil {
 		s.attempts = kv
 	} else {
-		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, "err", err)
+		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, telemetry.LogKeyErr, err)
 	}
 	okv, err := s.js.KeyValue(ctx, messages.BucketOwners)
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("watch owners: %w", err)
 	}
 	if err := s.cat.open(ctx); err != nil {
-		s.log.Warn("vault catalog disabled: the dispatcher's lists will miss this worker's vaults", "err", err)
+		s.log.Warn("vault catalog disabled: the dispatcher's lists will miss this worker's vaults", telemetry.LogKeyErr, err)
 	}
 	// The catalog outlives the requests, like the audit publisher: its
 	// last flush comes after the last one finished.
@@ -193,7 +193,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("peer endpoint: %w", err)
 	}
 	if unobserve, err := s.observeQueue(); err != nil {
-		s.log.Warn("queue metrics", "err", err)
+		s.log.Warn("queue metrics", telemetry.LogKeyErr, err)
 	} else {
 		defer unobserve()
 	}
@@ -264,7 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 			cc.Stop()
 			if next, err := s.consume(ctx, lost); err != nil {
 				// (The next heartbeat finds it missing and tries again.)
-				s.log.Warn("work consumer not restored", "err", err)
+				s.log.Warn("work consumer not restored", telemetry.LogKeyErr, err)
 			} else {
 				s.log.Info("work consumer restored after it was deleted")
 				cc = next
@@ -307,12 +307,12 @@ func signal(c chan struct{}) {
 func (s *Server) heartbeat(ctx context.Context) {
 	kv, err := s.js.KeyValue(ctx, messages.BucketMembers)
 	if err != nil {
-		s.log.Warn("heartbeat", "err", err)
+		s.log.Warn("heartbeat", telemetry.LogKeyErr, err)
 		return
 	}
 	b, _ := json.Marshal(s.member())
 	if _, err := kv.Put(ctx, messages.WorkerPrefix+s.id, b); err != nil {
-		s.log.Warn("heartbeat", "err", err)
+		s.log.Warn("heartbeat", telemetry.LogKeyErr, err)
 	}
 }
 
@@ -327,7 +327,7 @@ func (s *Server) release() {
 		err = kv.Delete(ctx, messages.WorkerPrefix+s.id)
 	}
 	if err != nil {
-		s.log.Warn("release membership", "err", err)
+		s.log.Warn("release membership", telemetry.LogKeyErr, err)
 	}
 }
 
@@ -529,7 +529,7 @@ func (s *Server) process(msg delivery) {
 	}
 	s.reply(replyTo, req, rep)
 	if err := msg.Ack(); err != nil {
-		s.log.WarnContext(ctx, "ack", "request", req.RequestID, "err", err)
+		s.log.WarnContext(ctx, "ack", telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
 	}
 }
 
@@ -576,7 +576,7 @@ func (s *Server) linkAttempt(ctx context.Context, span trace.Span, msg delivery,
 	}
 	if sc := telemetry.Serialize(ctx); sc != "" {
 		if _, err := s.attempts.PutString(kctx, key, sc); err != nil {
-			s.log.DebugContext(ctx, "record attempt", "request", rid, "err", err)
+			s.log.DebugContext(ctx, "record attempt", telemetry.LogKeyRequest, rid, telemetry.LogKeyErr, err)
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/avfs/avfs/cli"
 	"github.com/avfs/avfs/exec"
-	"github.com/avfs/avfs/internal/cli"
 	"github.com/avfs/avfs/telemetry"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -40,7 +41,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 	// In process, this process owns every vault: it deletes the
 	// expired ones (forks made with --ttl) as it opens the store.
 	if gone, err := st.SweepExpired(ctx, nil); err != nil {
-		log.Warn("expiry sweep", "err", err)
+		log.Warn("expiry sweep", telemetry.LogKeyErr, err)
 	} else if len(gone) > 0 {
 		log.Info("expired vaults deleted", "vaults", gone)
 	}

@@ -105,7 +105,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if a.shutdown != nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if serr := a.shutdown(sctx); serr != nil {
-			a.log.Warn("flush traces", "err", serr)
+			a.log.Warn("flush traces", telemetry.LogKeyErr, serr)
 		}
 		cancel()
 	}

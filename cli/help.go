@@ -15,7 +15,7 @@ import (
 )
 
 // Version and Commit are stamped by the Makefile (-ldflags "-X
-// github.com/avfs/avfs/internal/cli.Version=... -X ...Commit=..."). A plain
+// github.com/avfs/avfs/cli.Version=... -X ...Commit=..."). A plain
 // `go build` leaves Version "dev" and takes the commit from the Go build
 // info, when the build had one.
 var (

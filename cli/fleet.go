@@ -401,7 +401,7 @@ func (a *app) startMetrics(addr string) (*telemetry.HTTPServer, func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := hs.Stop(ctx); err != nil {
-			a.log.Warn("stop http", "err", err)
+			a.log.Warn("stop http", telemetry.LogKeyErr, err)
 		}
 		shutdown(ctx)
 	}, nil

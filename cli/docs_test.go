@@ -76,7 +76,7 @@ func TestDocsContract(t *testing.T) {
 	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
 	root := a.rootCmd()
 	root.InitDefaultVersionFlag()
-	b, err := os.ReadFile("../../docs/cli.md")
+	b, err := os.ReadFile("../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestDocsContract(t *testing.T) {
 		}
 	}
 
-	env, err := os.ReadFile("../../docs/envelope.md")
+	env, err := os.ReadFile("../docs/envelope.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // document or code comment points outside the repository (../shared,
 // spec/*.md).
 func TestDocLinksResolve(t *testing.T) {
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
