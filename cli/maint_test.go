@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/avfs/avfs/internal/poll"
 )
 
 func TestSnapshotAliasesAndGCDryRun(t *testing.T) {
@@ -220,11 +222,7 @@ func TestMaintenanceThroughServe(t *testing.T) {
 			t.Error("serve did not stop")
 		}
 	})
-	for deadline := time.Now().Add(20 * time.Second); runningServe(e.home) == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("serve never came up")
-		}
-	}
+	poll.Until(t, 20*time.Second, "serve came up", func() (bool, error) { return runningServe(e.home) != "", nil })
 	e.ok("vault", "create", "s")
 	e.ok("vault", "fork", "s", "brief", "--ttl", "1s")
 	e.fails(1, "INVALID_ARGUMENT", "stats", "--json") // a fleet has a store per worker: name a vault
@@ -238,13 +236,11 @@ func TestMaintenanceThroughServe(t *testing.T) {
 	if m := e.ok("maintain"); m["vaults"].(float64) < 1 {
 		t.Fatalf("maintain through serve: %v", m)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	poll.Until(t, 60*time.Second, "the expired fork swept", func() (bool, error) {
 		out, _, code := e.run("", "vault", "info", "brief", "--json")
 		if code == 1 && strings.Contains(out, "VAULT_NOT_FOUND") {
-			break
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the expired fork is still there after 60 s: exit %d %s", code, out)
-		}
-	}
+		return false, fmt.Errorf("vault info brief: exit %d %s", code, out)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -116,17 +117,10 @@ func TestForkTTLIsSweptByItsWorker(t *testing.T) {
 		t.Fatalf("fork with ttl soon: %v, want INVALID_ARGUMENT", err)
 	}
 	// The worker sweeps every 5 s: wait generously.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	poll.Until(t, 60*time.Second, "the expired fork swept", func() (bool, error) {
 		err := call("brief", messages.OpVaultInfo, nil, nil)
-		if errors.As(err, &me) && me.Code == messages.CodeVaultNotFound {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("expired fork still served after 60 s: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return errors.As(err, &me) && me.Code == messages.CodeVaultNotFound, err
+	})
 	var l messages.VaultListResult
 	if err := call("", messages.OpVaultList, nil, &l); err != nil {
 		t.Fatal(err)
