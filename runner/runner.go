@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -91,7 +91,7 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 		cfg.Sandbox.CacheDir = filepath.Join(filepath.Dir(mounts.root), "cache")
 	}
 	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
-		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
+		tracer: telemetry.Provider(cfg.Tracer).Tracer(scopeName), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
 		r.runs = newRuns(r, cfg.RunsDir, cfg.MaxRuns)
 	}
@@ -229,7 +229,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 
 	mctx, span := r.tracer.Start(ctx, "mount")
 	am, release, err := r.mounts.acquire(mctx, v)
-	endSpan(span, err)
+	telemetry.End(span, err)
 	if err != nil {
 		return env, err
 	}
@@ -239,7 +239,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	_, span = r.tracer.Start(ctx, "policy")
 	env.Decision, err = r.decide(a.Argv, a.Shell, root)
 	span.SetAttributes(attribute.String("avfs.decision", env.Decision.Action), attribute.String("avfs.rule", env.Decision.Rule))
-	endSpan(span, err)
+	telemetry.End(span, err)
 	if err != nil {
 		return env, err
 	}
@@ -300,7 +300,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		sctx, span := r.tracer.Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", true)))
 		_, err := v.SaveCheckpoint(sctx, name, "before: "+a.CommandLine(), true,
 			vault.Meta{Actor: req.Actor, TraceID: env.TraceID, Trace: telemetry.Serialize(sctx)})
-		endSpan(span, err)
+		telemetry.End(span, err)
 		if err != nil {
 			return env, err
 		}
@@ -335,7 +335,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		span.SetAttributes(attribute.Int("avfs.exit_code", *res.ExitCode))
 	}
 	span.SetAttributes(attribute.Bool("avfs.timed_out", res.TimedOut))
-	endSpan(span, runErr)
+	telemetry.End(span, runErr)
 	env.StartedAt = res.StartedAt.UTC().Format(time.RFC3339Nano)
 	env.DurationMS = res.Duration.Milliseconds()
 	env.ExitCode, env.TimedOut = res.ExitCode, res.TimedOut
@@ -394,14 +394,6 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		}
 	}
 	return env, nil
-}
-
-// endSpan ends span, failed if err is not nil.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		telemetry.Fail(span, err)
-	}
-	span.End()
 }
 
 // stored returns the envelope recorded for request k.
