@@ -54,7 +54,7 @@ func observeMounts(mp metric.MeterProvider, ms *Mounts) (unregister func() error
 		return nil, err
 	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(g, int64(ms.Active()))
+		o.ObserveInt64(g, int64(ms.active()))
 		return nil
 	}, g)
 	if err != nil {

@@ -122,12 +122,12 @@ func (r *Runner) Register(h *handler.Handler) {
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
 			if r.runs != nil {
-				r.runs.stopVault(ns, name) // they hold the mount Release waits for
+				r.runs.stopVault(ns, name) // they hold the mount release waits for
 			}
-			r.mounts.Release(ns, name)
+			r.mounts.release(ns, name)
 			return
 		}
-		r.mounts.Refresh(context.Background(), ns, name)
+		r.mounts.refresh(context.Background(), ns, name)
 	})
 }
 
