@@ -64,8 +64,8 @@ func NewMounts(root string, log *slog.Logger) *Mounts {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// acquire mounts v if needed and takes its run lock; the func it returns undoes the
-// lock but keeps the mount.
+// acquire mounts v if needed and takes its run lock; the func it returns
+// undoes the lock but keeps the mount.
 func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, func(), error) {
 	ms.mu.Lock()
 	am, ok := ms.m[key(v.Namespace(), v.Name())]
