@@ -1,7 +1,7 @@
 // Package runner is the exec pipeline: where vault, mount, policy and exec
-// meet. It runs agents' commands in vaults — validate → policy →
-// auto-checkpoint → mount → run → change summary → envelope → audit —
-// keeps each active vault mounted between commands, holds commands that
+// meet. It runs agents' commands in vaults — validate → policy → mount
+// (and the vault's run lock) → auto-checkpoint → run → change summary →
+// envelope → audit — keeps each active vault mounted between commands, holds commands that
 // need an operator's approval and runs them once granted, serves
 // background runs (exec.start, run.*) and user mounts (mount.start). It
 // registers these operations on a handler.Handler (Wire, Runner.Register),
@@ -27,7 +27,9 @@
 // serving process (Wire's serving) keeps a sandbox init per vault layout
 // between commands (exec.Pool, closed by Runner.Close).
 //
-// Invariants: a request id seen before returns the stored envelope of the
+// Invariants: the policy decides before anything is mounted, so a denied
+// or held command costs no mount (it judges paths against the mount's
+// directory as a string, known before the mount exists); a request id seen before returns the stored envelope of the
 // first completed run, never a second run; a held command runs at most
 // once (the approval's pending→running transition is atomic); commands in
 // one vault run one at a time, in order (the vault's run lock, extended to

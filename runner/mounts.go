@@ -110,8 +110,11 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 	}, nil
 }
 
+// dir is where ns/name is mounted, whether it is mounted now or not.
+func (ms *Mounts) dir(ns, name string) string { return filepath.Join(ms.root, ns, name) }
+
 func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, error) {
-	dir := filepath.Join(ms.root, v.Namespace(), v.Name())
+	dir := ms.dir(v.Namespace(), v.Name())
 	if err := config.EnsureDir(filepath.Dir(dir)); err != nil { // 0700: under the home
 		return nil, err
 	}

@@ -227,16 +227,12 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	}
 	m := vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: env.TraceID}
 
-	mctx, span := r.tracer.Start(ctx, "mount")
-	am, release, err := r.mounts.acquire(mctx, v)
-	telemetry.End(span, err)
-	if err != nil {
-		return env, err
-	}
-	defer release()
-	root := am.mnt.Dir()
-
-	_, span = r.tracer.Start(ctx, "policy")
+	// The policy decides before the vault is mounted: a denied or held
+	// command costs no mount. It judges paths against the mount's
+	// directory, which is known before the mount exists, without touching
+	// it (policy's paths are strings).
+	root := r.mounts.dir(req.Namespace, req.Vault)
+	_, span := r.tracer.Start(ctx, "policy")
 	env.Decision, err = r.decide(a.Argv, a.Shell, root)
 	span.SetAttributes(attribute.String("avfs.decision", env.Decision.Action), attribute.String("avfs.rule", env.Decision.Rule))
 	telemetry.End(span, err)
@@ -292,6 +288,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 			return env, nil
 		}
 	}
+
+	mctx, span := r.tracer.Start(ctx, "mount")
+	am, release, err := r.mounts.acquire(mctx, v)
+	telemetry.End(span, err)
+	if err != nil {
+		return env, err
+	}
+	defer release()
 
 	if mode == "always" || (mode == "auto" && policy.Action(env.Decision.Action) != policy.Allow) {
 		name := fmt.Sprintf("auto-%s-%s", r.now().UTC().Format("20060102T150405Z"), newID("")[:4])
