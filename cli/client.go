@@ -13,9 +13,9 @@ import (
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
-	"github.com/avfs/avfs/worker"
 )
 
 // Client sends one request and returns its reply. A transport failure is
@@ -46,7 +46,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 		log.Info("expired vaults deleted", "vaults", gone)
 	}
 	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := worker.Wire(c, h, log, false)
+	cl, err := runner.Wire(c, h, log, false)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("set up handler: %w", err)
@@ -85,7 +85,7 @@ func (n natsClient) Close() error { return n.c.Close() }
 
 func (l *localClient) Do(ctx context.Context, req messages.Request) (messages.Reply, error) {
 	if w, ok := ctx.Value(streamKey{}).(streamTo); ok {
-		ctx = worker.WithOutput(ctx, func(stream string, p []byte) {
+		ctx = runner.WithOutput(ctx, func(stream string, p []byte) {
 			if stream == messages.StreamStderr {
 				w.stderr.Write(p)
 			} else {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/policy"
-	"github.com/avfs/avfs/worker"
+	"github.com/avfs/avfs/runner"
 )
 
 // configDoc is what `config show` prints.
@@ -33,7 +33,7 @@ func (a *app) checkConfig() error {
 	if err := config.Validate(a.viper); err != nil {
 		return &usageError{err.Error(), hint}
 	}
-	if _, err := worker.PolicyFrom(a.cfg); err != nil {
+	if _, err := runner.PolicyFrom(a.cfg); err != nil {
 		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
 	if err := storeOptions(a.cfg).Defaults.Validate(); err != nil {
@@ -67,7 +67,7 @@ func (a *app) policyShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "show", Short: "Print the rules in force, in order (the first match wins), and the fallback", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := worker.PolicyFrom(a.cfg)
+			p, err := runner.PolicyFrom(a.cfg)
 			if err != nil {
 				return err
 			}

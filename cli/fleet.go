@@ -27,6 +27,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
@@ -154,7 +155,7 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 	}
 	defer st.Close()
 	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter})
-	cleanup, err := worker.Wire(a.cfg, h, a.log, true)
+	cleanup, err := runner.Wire(a.cfg, h, a.log, true)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
-	"github.com/avfs/avfs/worker"
 )
 
 func (a *app) mountCmd() *cobra.Command {
@@ -82,7 +82,7 @@ store; it must run on this machine.`,
 // this home) to serve the vault at dir, then waits until dir is unmounted
 // from outside or a signal comes, which ends the mount.
 func (a *app) mountThroughFleet(ctx context.Context, name, dir string, readonly bool) error {
-	args := messages.MountArgs{Dir: dir, ReadOnly: readonly, Machine: worker.MachineID()}
+	args := messages.MountArgs{Dir: dir, ReadOnly: readonly, Machine: runner.MachineID()}
 	var res messages.MountResult
 	if _, err := a.do(ctx, messages.OpMountStart, name, args, &res); err != nil {
 		return err

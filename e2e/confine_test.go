@@ -19,6 +19,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -80,7 +81,7 @@ func startConfined(t *testing.T, namespaces ...string) *confined {
 		t.Fatal(err)
 	}
 	h := handler.New(c.st, handler.Options{Worker: "w"})
-	cleanup, err := worker.Wire(&config.Config{Home: c.home}, h, nil, true)
+	cleanup, err := runner.Wire(&config.Config{Home: c.home}, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

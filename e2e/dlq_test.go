@@ -18,6 +18,7 @@ import (
 	"github.com/avfs/avfs/dispatcher"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -70,7 +71,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	h := handler.New(st, handler.Options{Worker: "w1"})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil, true)
+	cleanup, err := runner.Wire(cfg, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -129,7 +130,7 @@ func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, t
 	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := worker.Wire(cfg, h, nil, true)
+	cleanup, err := runner.Wire(cfg, h, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

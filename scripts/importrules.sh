@@ -12,7 +12,11 @@ rules=(
   "exec:"
   "config:"
   "mount:vault"
+  "runner:config,exec,internal/textdiff,messages,telemetry,vault,handler,mount,policy"
 )
+# Packages that must link no NATS package (nats.go, nats-server, micro,
+# jetstream): the exec pipeline runs the same with or without a fleet.
+nonats=(runner handler telemetry)
 fail=0
 for rule in "${rules[@]}"; do
   pkg=${rule%%:*}
@@ -25,5 +29,12 @@ for rule in "${rules[@]}"; do
       *) echo "importrules: $pkg must not depend on $dep"; fail=1 ;;
     esac
   done
+done
+for pkg in "${nonats[@]}"; do
+  if go list -deps "./$pkg" | grep -q '^github.com/nats-io/'; then
+    echo "importrules: $pkg must not depend on a NATS package:"
+    go list -deps "./$pkg" | grep '^github.com/nats-io/' | sed 's/^/  /'
+    fail=1
+  fi
 done
 exit $fail

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -12,8 +11,10 @@ import (
 )
 
 // HeaderCarrier adapts NATS headers to a propagation.TextMapCarrier. Keys
-// are stored lowercase whatever case the propagator asks for.
-type HeaderCarrier nats.Header
+// are stored lowercase whatever case the propagator asks for. It is
+// declared over the map, not nats.Header, so telemetry links no NATS
+// package (a nats.Header converts to it).
+type HeaderCarrier map[string][]string
 
 var _ propagation.TextMapCarrier = HeaderCarrier(nil)
 
@@ -44,12 +45,12 @@ func (c HeaderCarrier) Keys() []string {
 var propagator = propagation.TraceContext{}
 
 // Inject writes ctx's span context into h (traceparent, tracestate).
-func Inject(ctx context.Context, h nats.Header) {
+func Inject(ctx context.Context, h map[string][]string) {
 	propagator.Inject(ctx, HeaderCarrier(h))
 }
 
 // Extract returns ctx carrying the remote span context found in h, if any.
-func Extract(ctx context.Context, h nats.Header) context.Context {
+func Extract(ctx context.Context, h map[string][]string) context.Context {
 	if h == nil {
 		return ctx
 	}
@@ -107,4 +108,12 @@ func Parse(s string) trace.SpanContext {
 func Fail(span trace.Span, err error) {
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
+}
+
+// End ends span, failed if err is not nil.
+func End(span trace.Span, err error) {
+	if err != nil {
+		Fail(span, err)
+	}
+	span.End()
 }

@@ -1,22 +1,20 @@
-// Package worker is where vault, mount, policy and exec meet: it runs
-// agents' commands in vaults (validate → policy → auto-checkpoint → mount
-// → run → change summary → envelope → audit), keeps each active vault
-// mounted between commands, and holds commands that need an operator's
-// approval. It registers these operations on a handler.Handler, so the
-// CLI's in-process mode and a fleet worker serve them the same way.
+// Package worker is a fleet member: it serves the operations a handler
+// (with the exec pipeline of package runner registered on it) answers to
+// the NATS fleet — the intake queue per vault, direct requests from
+// clients, fencing by ownership epoch, handoff of a vault's content by
+// hash between workers, the vault and approval catalogs it writes, the
+// audit stream, the sweep of expired vaults and `vault.push` to a fork's
+// owner for a merge. Around an exec it adds what only a fleet knows: that
+// this worker still owns the vault (and, for approval.grant, that the
+// approval's vault did not move since the command was held), and the
+// command's live output published to the caller's inbox
+// (runner.WithOutput).
 //
-// Every command runs in an exec.Sandbox unless its vault's sandbox mode is
-// none (sandbox.go): the system's and the toolchains' directories
-// read-only, the vault's mount writable at its host path, the worker's
-// home and every mount root hidden; the network only when the vault's
-// configuration, or the policy rule that decided the command, grants it;
-// each namespace's own Go build cache writable (never one shared by
-// tenants); limits a command asks for only when they lower its vault's.
-// The envelope and the audit event record the mode, the network given
-// and why, the limits, the limit hit and what the sandbox refused. A
-// serving process (Wire's serving) keeps a sandbox init per vault layout
-// between commands (exec.Pool, closed by Runner.Close).
+// The exec pipeline itself (validate → policy → checkpoint → mount → run
+// → changes → envelope → audit) is runner's, which imports nothing of
+// worker and no NATS package.
 //
-// Lock order: Mounts.mu, then a vault's run lock; no lock is held while a
-// command runs except that vault's run lock.
+// Lock order: a vault's reconcile lock (handoff.locks), then handoff.mu.
+// Server.mu and handoff.mu guard maps and are not held across a handled
+// request; the runner's locks (see package runner) are taken inside one.
 package worker

@@ -101,7 +101,7 @@ type handoff struct {
 func newHandoff(s *Server) *handoff {
 	h := &handoff{s: s, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{},
 		locks: map[vkey]*sync.Mutex{}}
-	m := s.h.Meter().Meter(meterName)
+	m := s.h.Meter().Meter(scopeName)
 	h.chunks, _ = m.Int64Counter("avfs.handoff.chunks", metric.WithUnit("{chunk}"),
 		metric.WithDescription("Content chunks moved through NATS, by direction (sent, fetched)."))
 	h.bytes, _ = m.Int64Counter("avfs.handoff.bytes", metric.WithUnit("By"),
@@ -401,7 +401,7 @@ func (h *handoff) checkTarget(ctx context.Context, req messages.Request, target 
 func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bool, requestID string) (err error) {
 	ctx, span := h.s.tr.Start(ctx, "handoff.pull", trace.WithAttributes(attribute.String("avfs.vault", k.vault),
 		attribute.Int64("avfs.head_epoch", hd.Epoch), attribute.String("avfs.head_worker", hd.Worker), attribute.Bool("avfs.replace", replace)))
-	defer func() { endSpan(span, err) }()
+	defer func() { telemetry.End(span, err) }()
 	dir, err := os.MkdirTemp("", "avfs-pull-")
 	if err != nil {
 		return err
@@ -770,7 +770,7 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 		attribute.String("avfs.vault", k.vault), attribute.String("avfs.reason", a.reason), attribute.Bool("avfs.seed", a.seed), attribute.Bool("avfs.deleted", a.del)))
 	defer func() {
 		span.SetAttributes(attribute.Bool("avfs.pushed", pushed))
-		endSpan(span, err)
+		telemetry.End(span, err)
 	}()
 	log := h.s.log.With(telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "reason", a.reason)
 	if err := h.open(ctx); err != nil {

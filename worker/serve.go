@@ -23,8 +23,12 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
 )
+
+// scopeName is the instrumentation scope of the fleet's metrics and spans.
+const scopeName = "github.com/avfs/avfs/worker"
 
 // ServeOptions configure a fleet worker.
 type ServeOptions struct {
@@ -114,7 +118,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 		return nil, err
 	}
 	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
-		tr: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/worker"), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
+		tr: telemetry.Provider(o.Tracer).Tracer(scopeName), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}).withHandoff(), nil
 }
 
@@ -342,7 +346,7 @@ func (s *Server) member() messages.Member {
 // this worker and waiting in its per-vault queues (JetStream holds the
 // rest, up to MaxAckPending in flight).
 func (s *Server) observeQueue() (func() error, error) {
-	m := s.h.Meter().Meter(meterName)
+	m := s.h.Meter().Meter(scopeName)
 	g, err := m.Int64ObservableGauge("avfs.queue.depth", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests waiting in the worker's per-vault queues."))
 	if err != nil {
@@ -516,7 +520,7 @@ func (s *Server) process(msg delivery) {
 	} else {
 		hctx := handler.WithAttempt(ctx, attempt)
 		if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
-			hctx = WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
+			hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 		}
 		rep = s.handle(hctx, req)
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over

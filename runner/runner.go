@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -91,7 +91,7 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 		cfg.Sandbox.CacheDir = filepath.Join(filepath.Dir(mounts.root), "cache")
 	}
 	r := &Runner{store: store, policy: pol, mounts: mounts, cfg: cfg, log: log, now: time.Now, sbox: newSandboxes(cfg.Sandbox),
-		tracer: telemetry.Provider(cfg.Tracer).Tracer("github.com/avfs/avfs/worker"), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
+		tracer: telemetry.Provider(cfg.Tracer).Tracer(scopeName), m: newExecMetrics(telemetry.MeterProvider(cfg.Meter))}
 	if cfg.RunsDir != "" {
 		r.runs = newRuns(r, cfg.RunsDir, cfg.MaxRuns)
 	}
@@ -122,12 +122,12 @@ func (r *Runner) Register(h *handler.Handler) {
 	h.OnChange(func(op messages.Op, ns, name string) {
 		if op == messages.OpVaultDelete {
 			if r.runs != nil {
-				r.runs.stopVault(ns, name) // they hold the mount Release waits for
+				r.runs.stopVault(ns, name) // they hold the mount release waits for
 			}
-			r.mounts.Release(ns, name)
+			r.mounts.release(ns, name)
 			return
 		}
-		r.mounts.Refresh(context.Background(), ns, name)
+		r.mounts.refresh(context.Background(), ns, name)
 	})
 }
 
@@ -227,19 +227,15 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 	}
 	m := vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: env.TraceID}
 
-	mctx, span := r.tracer.Start(ctx, "mount")
-	am, release, err := r.mounts.acquire(mctx, v)
-	endSpan(span, err)
-	if err != nil {
-		return env, err
-	}
-	defer release()
-	root := am.mnt.Dir()
-
-	_, span = r.tracer.Start(ctx, "policy")
+	// The policy decides before the vault is mounted: a denied or held
+	// command costs no mount. It judges paths against the mount's
+	// directory, which is known before the mount exists, without touching
+	// it (policy's paths are strings).
+	root := r.mounts.dir(req.Namespace, req.Vault)
+	_, span := r.tracer.Start(ctx, "policy")
 	env.Decision, err = r.decide(a.Argv, a.Shell, root)
 	span.SetAttributes(attribute.String("avfs.decision", env.Decision.Action), attribute.String("avfs.rule", env.Decision.Rule))
-	endSpan(span, err)
+	telemetry.End(span, err)
 	if err != nil {
 		return env, err
 	}
@@ -293,6 +289,14 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		}
 	}
 
+	mctx, span := r.tracer.Start(ctx, "mount")
+	am, release, err := r.mounts.acquire(mctx, v)
+	telemetry.End(span, err)
+	if err != nil {
+		return env, err
+	}
+	defer release()
+
 	if mode == "always" || (mode == "auto" && policy.Action(env.Decision.Action) != policy.Allow) {
 		name := fmt.Sprintf("auto-%s-%s", r.now().UTC().Format("20060102T150405Z"), newID("")[:4])
 		// No request id: the request log keeps it for the exec's result.
@@ -300,7 +304,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		sctx, span := r.tracer.Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", true)))
 		_, err := v.SaveCheckpoint(sctx, name, "before: "+a.CommandLine(), true,
 			vault.Meta{Actor: req.Actor, TraceID: env.TraceID, Trace: telemetry.Serialize(sctx)})
-		endSpan(span, err)
+		telemetry.End(span, err)
 		if err != nil {
 			return env, err
 		}
@@ -335,7 +339,7 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		span.SetAttributes(attribute.Int("avfs.exit_code", *res.ExitCode))
 	}
 	span.SetAttributes(attribute.Bool("avfs.timed_out", res.TimedOut))
-	endSpan(span, runErr)
+	telemetry.End(span, runErr)
 	env.StartedAt = res.StartedAt.UTC().Format(time.RFC3339Nano)
 	env.DurationMS = res.Duration.Milliseconds()
 	env.ExitCode, env.TimedOut = res.ExitCode, res.TimedOut
@@ -394,14 +398,6 @@ func (r *Runner) exec(ctx context.Context, req messages.Request, a messages.Exec
 		}
 	}
 	return env, nil
-}
-
-// endSpan ends span, failed if err is not nil.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		telemetry.Fail(span, err)
-	}
-	span.End()
 }
 
 // stored returns the envelope recorded for request k.

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -466,5 +466,51 @@ func TestExecSeesOtherProcessAndRemounts(t *testing.T) {
 	data, _, err := f.st.Vault("default", "o").ReadFile(context.Background(), "/b.txt")
 	if err != nil || string(data) != "three\n" {
 		t.Fatalf("b.txt: %q, %v", data, err)
+	}
+}
+
+// mounted reports whether dir is a mount point, as /proc/self/mountinfo
+// lists them.
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// The policy decides before the vault is mounted: a denied or held
+// command costs no mount, and the next allowed command mounts as before.
+func TestDeniedOrHeldCommandMountsNothing(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "d", messages.VaultCreateArgs{}, nil)
+	dir := f.r.mounts.dir("default", "d")
+	for _, tc := range []struct {
+		a      messages.ExecArgs
+		status string
+	}{
+		{messages.ExecArgs{Shell: "rm -rf /etc"}, messages.StatusDenied},
+		{messages.ExecArgs{Shell: "rm -rf ../x"}, messages.StatusDenied},
+		{messages.ExecArgs{Argv: []string{"curl", "http://example.invalid"}}, messages.StatusApprovalRequired},
+	} {
+		env := f.exec("d", tc.a)
+		if env.Status != tc.status {
+			t.Fatalf("%v %q: status %s (rule %s), want %s", tc.a.Argv, tc.a.Shell, env.Status, env.Decision.Rule, tc.status)
+		}
+		if n := f.r.mounts.active(); n != 0 || mounted(t, dir) {
+			t.Fatalf("%v %q (%s): %d vaults mounted, %s mounted %v; want none", tc.a.Argv, tc.a.Shell, env.Status, n, dir, mounted(t, dir))
+		}
+	}
+	if env := f.exec("d", messages.ExecArgs{Shell: "echo hi > a.txt"}); env.Status != messages.StatusCompleted {
+		t.Fatalf("an allowed command: status %s (rule %s), want completed", env.Status, env.Decision.Rule)
+	}
+	if n := f.r.mounts.active(); n != 1 || !mounted(t, dir) {
+		t.Fatalf("after an allowed command: %d vaults mounted, %s mounted %v; want it mounted", n, dir, mounted(t, dir))
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"github.com/avfs/avfs/handler"
 )
 
-const meterName = "github.com/avfs/avfs/worker"
+// scopeName is the instrumentation scope of the pipeline's metrics and
+// spans: the one it had in worker/, so they read as before the move.
+const scopeName = "github.com/avfs/avfs/worker"
 
 // execMetrics are a Runner's instruments; attributes are limited to the
 // run's status.
@@ -21,7 +23,7 @@ type execMetrics struct {
 }
 
 func newExecMetrics(mp metric.MeterProvider) execMetrics {
-	m := mp.Meter(meterName)
+	m := mp.Meter(scopeName)
 	var em execMetrics
 	em.runs, _ = m.Int64Counter("avfs.exec.runs", metric.WithUnit("{run}"),
 		metric.WithDescription("Commands answered, by status (completed, timed_out, canceled, failed_to_start, denied, approval_required)."))
@@ -45,14 +47,14 @@ func (em execMetrics) finished(ctx context.Context, status string, seconds float
 // observeMounts reports the number of vaults ms keeps mounted as
 // avfs.mounts.active; unregister stops it.
 func observeMounts(mp metric.MeterProvider, ms *Mounts) (unregister func() error, err error) {
-	m := mp.Meter(meterName)
+	m := mp.Meter(scopeName)
 	g, err := m.Int64ObservableGauge("avfs.mounts.active", metric.WithUnit("{mount}"),
 		metric.WithDescription("Vaults mounted for commands."))
 	if err != nil {
 		return nil, err
 	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(g, int64(ms.Active()))
+		o.ObserveInt64(g, int64(ms.active()))
 		return nil
 	}, g)
 	if err != nil {

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -64,8 +64,8 @@ func NewMounts(root string, log *slog.Logger) *Mounts {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// acquire mounts v if needed and takes its run lock; release undoes the
-// lock but keeps the mount.
+// acquire mounts v if needed and takes its run lock; the func it returns
+// undoes the lock but keeps the mount.
 func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, func(), error) {
 	ms.mu.Lock()
 	am, ok := ms.m[key(v.Namespace(), v.Name())]
@@ -110,8 +110,11 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 	}, nil
 }
 
+// dir is where ns/name is mounted, whether it is mounted now or not.
+func (ms *Mounts) dir(ns, name string) string { return filepath.Join(ms.root, ns, name) }
+
 func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, error) {
-	dir := filepath.Join(ms.root, v.Namespace(), v.Name())
+	dir := ms.dir(v.Namespace(), v.Name())
 	if err := config.EnsureDir(filepath.Dir(dir)); err != nil { // 0700: under the home
 		return nil, err
 	}
@@ -145,10 +148,10 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 	return &activeMount{mnt: m, lock: lock, run: make(chan struct{}, 1)}, nil
 }
 
-// Refresh brings the mount of ns/name, if any, up to date after a change
+// refresh brings the mount of ns/name, if any, up to date after a change
 // made through the API (a write, a restore), at once rather than at its
 // next poll of the vault's change log.
-func (ms *Mounts) Refresh(ctx context.Context, ns, name string) {
+func (ms *Mounts) refresh(ctx context.Context, ns, name string) {
 	ms.mu.Lock()
 	var list []*mount.Mount
 	if am := ms.m[key(ns, name)]; am != nil {
@@ -167,8 +170,8 @@ func (ms *Mounts) Refresh(ctx context.Context, ns, name string) {
 	}
 }
 
-// Release unmounts ns/name if it is mounted (before a vault is deleted).
-func (ms *Mounts) Release(ns, name string) error {
+// release unmounts ns/name if it is mounted (before a vault is deleted).
+func (ms *Mounts) release(ns, name string) error {
 	ms.mu.Lock()
 	am := ms.m[key(ns, name)]
 	delete(ms.m, key(ns, name))
@@ -214,8 +217,8 @@ func (ms *Mounts) Close() error {
 	return errors.Join(errs...)
 }
 
-// Active is the number of vaults mounted now.
-func (ms *Mounts) Active() int {
+// active is the number of vaults mounted now.
+func (ms *Mounts) active() int {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	return len(ms.m)

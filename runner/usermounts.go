@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"context"
@@ -34,10 +34,10 @@ type userMount struct {
 	ns, vault string
 }
 
-// Serve mounts v at dir, an existing directory on this machine. A second
+// serve mounts v at dir, an existing directory on this machine. A second
 // request for the same vault and directory (a redelivery) is answered
 // with the mount already there.
-func (ms *Mounts) Serve(ctx context.Context, v *vault.Vault, dir string, ro bool) error {
+func (ms *Mounts) serve(ctx context.Context, v *vault.Vault, dir string, ro bool) error {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if um := ms.user[dir]; um != nil && um.mnt.Serving() {
@@ -65,8 +65,8 @@ func (ms *Mounts) Serve(ctx context.Context, v *vault.Vault, dir string, ro bool
 	return nil
 }
 
-// Unserve ends the mount at dir that Serve made for ns/name.
-func (ms *Mounts) Unserve(ns, name, dir string) error {
+// unserve ends the mount at dir that serve made for ns/name.
+func (ms *Mounts) unserve(ns, name, dir string) error {
 	ms.mu.Lock()
 	um := ms.user[dir]
 	if um == nil || um.ns != ns || um.vault != name {
@@ -95,7 +95,7 @@ func (r *Runner) registerUserMounts(h *handler.Handler) {
 		} else if !ok {
 			return nil, fmt.Errorf("vault %q: %w", req.Vault, vault.ErrVaultNotFound)
 		}
-		if err := r.mounts.Serve(ctx, v, dir, a.ReadOnly); err != nil {
+		if err := r.mounts.serve(ctx, v, dir, a.ReadOnly); err != nil {
 			return nil, err
 		}
 		return messages.MountResult{Dir: dir, Namespace: req.Namespace, Vault: req.Vault, ReadOnly: a.ReadOnly, Worker: r.cfg.Worker}, nil
@@ -105,7 +105,7 @@ func (r *Runner) registerUserMounts(h *handler.Handler) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.mounts.Unserve(req.Namespace, req.Vault, dir); err != nil {
+		if err := r.mounts.unserve(req.Namespace, req.Vault, dir); err != nil {
 			return nil, err
 		}
 		return messages.MountResult{Dir: dir, Namespace: req.Namespace, Vault: req.Vault, ReadOnly: a.ReadOnly, Worker: r.cfg.Worker}, nil
