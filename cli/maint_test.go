@@ -209,20 +209,7 @@ func TestStatsCompactMaintainAuditClear(t *testing.T) {
 // server's worker deletes a fork once its TTL passed.
 func TestMaintenanceThroughServe(t *testing.T) {
 	e := newEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--id", "w-maint"}, strings.NewReader(""), io.Discard, io.Discard, Options{})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	poll.Until(t, 20*time.Second, "serve came up", func() (bool, error) { return runningServe(e.home) != "", nil })
+	startServe(t, e, "w-maint")
 	e.ok("vault", "create", "s")
 	e.ok("vault", "fork", "s", "brief", "--ttl", "1s")
 	e.fails(1, "INVALID_ARGUMENT", "stats", "--json") // a fleet has a store per worker: name a vault
@@ -243,4 +230,24 @@ func TestMaintenanceThroughServe(t *testing.T) {
 		}
 		return false, fmt.Errorf("vault info brief: exit %d %s", code, out)
 	})
+}
+
+// startServe runs `avfs serve --id ID` on e's home until the test ends,
+// and returns once it is up.
+func startServe(t *testing.T, e *env, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--id", id}, strings.NewReader(""), io.Discard, io.Discard, Options{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	poll.Until(t, 20*time.Second, "serve came up", func() (bool, error) { return runningServe(e.home) != "", nil })
 }

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/policy"
 )
@@ -418,41 +417,16 @@ func TestCompletion(t *testing.T) {
 
 func TestCompletionThroughServe(t *testing.T) {
 	e := newEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, []string{"serve", "--id", "w-complete"}, strings.NewReader(""), io.Discard, io.Discard, Options{})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for runningServe(e.home) == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("serve never came up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startServe(t, e, "w-complete")
 	e.ok("vault", "create", "through-serve")
 	if got := e.complete("vault", "info", "thr"); strings.Join(got, " ") != "through-serve" {
 		t.Errorf("vault names through serve: %v", got)
 	}
 	// The worker's heartbeat may take a moment to land.
-	for {
+	poll.Until(t, 20*time.Second, "worker ids complete", func() (bool, error) {
 		got := e.complete("worker", "--id", "w-")
-		if strings.Join(got, " ") == "w-complete" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker ids: %v", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Join(got, " ") == "w-complete", fmt.Errorf("worker ids: %v", got)
+	})
 	out, _, code := e.run("", "fleet", "status", "--json=false")
 	if code != 0 || !regexp.MustCompile(`WORKER +VAULTS +RUNNING EXECS +LOAD +LAST SEEN\nw-complete +\d+ +0 +`).MatchString(out) || !strings.Contains(out, "1 dispatcher(s)") {
 		t.Errorf("fleet status (exit %d):\n%s", code, out)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -34,16 +35,11 @@ func TestRunLimitIdsAndLostRuns(t *testing.T) {
 	if again, err := start("a", "r1"); err != nil || again.ID != first.ID {
 		t.Fatalf("retried start: %+v %v, want run %s", again, err, first.ID)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	poll.Until(t, 30*time.Second, "the first run started", func() (bool, error) {
 		var l messages.RunLogsResult
 		f.do(messages.OpRunLogs, "a", messages.RunLogsArgs{ID: first.ID}, &l)
-		if len(l.Chunks) > 0 && string(l.Chunks[0].Data) == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first run never started: %+v", l)
-		}
-	}
+		return len(l.Chunks) > 0 && string(l.Chunks[0].Data) == "started\n", fmt.Errorf("logs %+v", l)
+	})
 	// The second run of a vault waits for its turn (commands in a vault
 	// run one at a time); killed while it waits, it never starts.
 	queued, err := start("a", "r2")
@@ -138,16 +134,11 @@ func TestRunSurvivesItsAutoCheckpointPruned(t *testing.T) {
 		t.Fatalf("start: %+v", started.Run)
 	}
 	// Wait for the auto-checkpoint, then make retention drop it.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	poll.Until(t, 30*time.Second, "the run's auto-checkpoint", func() (bool, error) {
 		var l messages.CheckpointListResult
 		f.do(messages.OpCheckpointList, "p", nil, &l)
-		if len(l.Checkpoints) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no auto-checkpoint after 30 s")
-		}
-	}
+		return len(l.Checkpoints) == 1, nil
+	})
 	f.do(messages.OpVaultSet, "p", messages.VaultSetArgs{Key: "auto_max_age", Value: "1ns"}, nil)
 	var l messages.CheckpointListResult
 	f.do(messages.OpCheckpointList, "p", nil, &l)
@@ -155,24 +146,20 @@ func TestRunSurvivesItsAutoCheckpointPruned(t *testing.T) {
 		t.Fatalf("checkpoints after auto_max_age 1ns: %+v", l.Checkpoints)
 	}
 	f.do(messages.OpWrite, "p", messages.WriteArgs{Path: "/go", Content: []byte("1")}, nil)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var st messages.RunResult
+	var st messages.RunResult
+	poll.Until(t, 60*time.Second, "the run done", func() (bool, error) {
 		f.do(messages.OpRunStatus, "p", messages.RunArgs{ID: started.Run.ID}, &st)
-		if e := st.Run.Envelope; st.Run.State == messages.RunDone && e != nil {
-			if e.Status != messages.StatusCompleted || e.Changes == nil || len(e.Changes.Added) == 0 {
-				t.Fatalf("run envelope %+v, want completed with out.txt added", e)
-			}
-			found := false
-			for _, c := range e.Changes.Added {
-				found = found || c.Path == "/out.txt"
-			}
-			if !found {
-				t.Fatalf("changes %+v, want /out.txt added", e.Changes)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not done after 60 s: %+v", st.Run)
-		}
+		return st.Run.State == messages.RunDone && st.Run.Envelope != nil, fmt.Errorf("run %+v", st.Run)
+	})
+	e := st.Run.Envelope
+	if e.Status != messages.StatusCompleted || e.Changes == nil {
+		t.Fatalf("run envelope %+v, want completed with changes", e)
+	}
+	found := false
+	for _, c := range e.Changes.Added {
+		found = found || c.Path == "/out.txt"
+	}
+	if !found {
+		t.Fatalf("changes %+v, want /out.txt added", e.Changes)
 	}
 }
