@@ -79,7 +79,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 
 	// A faulty worker: no progress heartbeats, so a 3 s command outlives
 	// its 1 s AckWait on both of its 2 deliveries.
-	stopFaulty := f.runServer(h, worker.ServeOptions{ID: "w1", AckWait: time.Second, MaxDeliver: 2, FaultNoProgress: true})
+	stopFaulty := f.runServer(h, worker.ServeOptions{ID: "w1", AckWait: time.Second, MaxDeliver: 2, Wrap: worker.NoProgress})
 	f.waitMembers("w1")
 	c := f.client()
 	if err := c.Call(ctx, "default", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {

@@ -46,7 +46,7 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cleanup(); st.Close() })
-	stopFaulty := f.runServer(h, worker.ServeOptions{ID: "w1", AckWait: time.Second, MaxDeliver: 2, FaultNoProgress: true, Tracer: tp})
+	stopFaulty := f.runServer(h, worker.ServeOptions{ID: "w1", AckWait: time.Second, MaxDeliver: 2, Wrap: worker.NoProgress, Tracer: tp})
 	f.waitMembers("w1")
 	c := f.client()
 	if err := c.Call(ctx, "default", "v", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {

@@ -1,7 +1,6 @@
 package handler
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,7 +32,7 @@ type Handler struct {
 	tracer trace.TracerProvider
 	meter  metric.MeterProvider
 	m      *metrics
-	ops    map[messages.Op]func(context.Context, messages.Request) (any, error)
+	ops    map[messages.Op]op
 	// onChange hooks run after a successful mutating request on a vault.
 	onChange []func(op messages.Op, ns, vault string)
 	// objects and maxReply are set in a fleet (UseObjects, objects.go).
@@ -97,7 +96,7 @@ func New(store *vault.Store, o Options) *Handler {
 	}
 	h := &Handler{store: store, log: o.Logger, worker: o.Worker, tracer: telemetry.Provider(o.Tracer), meter: telemetry.MeterProvider(o.Meter)}
 	h.m = newMetrics(h.meter)
-	h.ops = map[messages.Op]func(context.Context, messages.Request) (any, error){
+	h.ops = map[messages.Op]op{
 		messages.OpVaultCreate:       bind(h.vaultCreate),
 		messages.OpVaultList:         bind(h.vaultList),
 		messages.OpVaultInfo:         bind(h.vaultInfo),
@@ -155,28 +154,6 @@ func (h *Handler) Meter() metric.MeterProvider { return h.meter }
 // Worker is the handler's worker id.
 func (h *Handler) Worker() string { return h.worker }
 
-// bind decodes a request's args strictly into A before calling fn,
-// refusing text that decoding would change (messages.ValidJSONText).
-func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) func(context.Context, messages.Request) (any, error) {
-	return func(ctx context.Context, req messages.Request) (any, error) {
-		var args A
-		if !messages.ValidJSONText(req.Args) {
-			return nil, messages.Errorf(messages.CodeInvalidPath, "%s: args hold text that is not valid UTF-8 (or an unpaired surrogate escape): avfs refuses such names rather than fold two into one", req.Op)
-		}
-		if len(bytes.TrimSpace(req.Args)) > 0 && !bytes.Equal(bytes.TrimSpace(req.Args), []byte("null")) {
-			dec := json.NewDecoder(bytes.NewReader(req.Args))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&args); err != nil {
-				return nil, messages.Errorf(messages.CodeInvalidArgument, "%s: bad args: %v", req.Op, err)
-			}
-		}
-		if req.RequestID != "" {
-			ctx = context.WithValue(ctx, argsHashKey{}, HashArgs(args))
-		}
-		return fn(ctx, req, args)
-	}
-}
-
 // argsHashKey carries the request's HashArgs from bind to meta.
 type argsHashKey struct{}
 
@@ -190,58 +167,6 @@ func HashArgs(args any) string {
 		return ""
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// Handle serves one request. It never panics on bad input: every failure
-// is a reply with an error code.
-func (h *Handler) Handle(ctx context.Context, req messages.Request) (rep messages.Reply) {
-	rep.RequestID = req.RequestID
-	start := time.Now()
-	_, known := h.ops[req.Op]
-	defer func() { h.m.record(ctx, req.Op, known, rep, time.Since(start)) }()
-	res, err := h.handle(ctx, req)
-	if err != nil {
-		rep.Error = ToError(err)
-		return rep
-	}
-	// An exec tells the mounts itself; starting or killing a run changes
-	// no file by itself.
-	if req.Op.Mutating() && req.Op.NeedsVault() && req.Op != messages.OpExec && req.Op != messages.OpRunStart && req.Op != messages.OpRunKill {
-		h.Changed(req.Op, req.Namespace, req.Vault)
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		rep.Error = ToError(fmt.Errorf("encode result: %w", err))
-		return rep
-	}
-	if h.maxReply > 0 && len(b) > h.maxReply {
-		rep.Error = h.tooLarge("the "+string(req.Op)+" result", int64(len(b)))
-		return rep
-	}
-	rep.Result = b
-	return rep
-}
-
-func (h *Handler) handle(ctx context.Context, req messages.Request) (any, error) {
-	fn, ok := h.ops[req.Op]
-	if !ok {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "unknown op %q", req.Op)
-	}
-	if req.Namespace == "" {
-		req.Namespace = "default"
-	}
-	if err := vault.ValidVaultName(req.Namespace); err != nil {
-		return nil, err
-	}
-	if req.Op.NeedsVault() || req.Op == messages.OpVaultCreate || req.Op == messages.OpVaultImport {
-		if req.Vault == "" {
-			return nil, messages.Errorf(messages.CodeInvalidArgument, "%s needs a vault (--vault or AVFS_VAULT)", req.Op)
-		}
-		if err := vault.ValidVaultName(req.Vault); err != nil {
-			return nil, err
-		}
-	}
-	return fn(ctx, req)
 }
 
 // info converts a vault's Info; the handler serving the vault is its

@@ -36,7 +36,7 @@ func AuditCursorKey(worker string) string { return "audit_stream." + worker }
 // duplicates window (the cursor is recorded about every second, so only
 // the last second's events before a crash are ever published again).
 func (s *Server) publishAudit(ctx context.Context) {
-	st := s.h.Store()
+	st := s.store
 	key := AuditCursorKey(s.id)
 	var last int64
 	if v, ok, err := st.Meta(ctx, key); err != nil {
@@ -100,7 +100,7 @@ func (s *Server) publishAudit(ctx context.Context) {
 // publishAuditBatch publishes the events after *last, at most auditBatch,
 // and advances *last past those JetStream acknowledged, in order.
 func (s *Server) publishAuditBatch(ctx context.Context, last *int64) (int, error) {
-	st := s.h.Store()
+	st := s.store
 	evs, err := st.AuditSince(ctx, *last, auditBatch)
 	if err != nil || len(evs) == 0 {
 		return 0, err

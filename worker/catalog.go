@@ -138,7 +138,7 @@ func (c *catalog) refresh(ctx context.Context, k vkey) error {
 	if err != nil {
 		return err
 	}
-	in, err := c.s.h.Store().Vault(k.ns, k.vault).Info(ctx)
+	in, err := c.s.store.Vault(k.ns, k.vault).Info(ctx)
 	if errors.Is(err, vault.ErrVaultNotFound) {
 		return nil // deleted, or handed over and not pulled yet
 	}
@@ -192,51 +192,47 @@ func (c *catalog) has(ctx context.Context, ns, name string) (bool, error) {
 	return true, nil
 }
 
-// record updates the catalogs after req was handled with rep, before rep
-// is sent; owner is the vault's owner as the request was served. It
-// returns rep, or UNAVAILABLE when a vault that now exists (or no longer
-// does) could not be written down.
-func (c *catalog) record(ctx context.Context, req messages.Request, rep messages.Reply, owner messages.Owner) messages.Reply {
+// record updates the catalogs after call was served with res (or
+// failed with served), before the reply is sent; owner is the vault's
+// owner as the request was served. It returns res and served, or
+// UNAVAILABLE when a vault that now exists (or no longer does) could not
+// be written down.
+func (c *catalog) record(ctx context.Context, call handler.Call, res any, served error, owner messages.Owner) (any, error) {
+	req := call.Request
 	if c.vaults == nil || req.Namespace == "" {
-		return rep
+		return res, served
 	}
 	if messages.ApprovalOp(req.Op) {
-		c.recordApproval(ctx, req, rep)
+		c.recordApproval(ctx, call, res, served)
 		if req.Op == messages.OpApprovalGrant && req.Vault != "" {
 			c.touch(vkey{req.Namespace, req.Vault}) // the command ran in it
 		}
-		return rep
+		return res, served
 	}
-	if rep.Error != nil || req.Vault == "" {
-		return rep
+	if served != nil || req.Vault == "" {
+		return res, served
 	}
 	k := vkey{req.Namespace, req.Vault}
-	unavailable := func(what string, err error) messages.Reply {
+	unavailable := func(what string, err error) (any, error) {
 		c.s.log.WarnContext(ctx, "catalog: write entry", telemetry.LogKeyNamespace, req.Namespace, telemetry.LogKeyVault, what, telemetry.LogKeyErr, err)
-		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-			"%s of vault %q done, but the vault catalog was not updated: %v; retry the request", req.Op, what, err)}
+		return nil, messages.Errorf(messages.CodeUnavailable,
+			"%s of vault %q done, but the vault catalog was not updated: %v; retry the request", req.Op, what, err)
 	}
 	var err error
 	switch req.Op {
 	case messages.OpVaultCreate:
-		var r messages.VaultResult
-		if err = json.Unmarshal(rep.Result, &r); err == nil {
-			err = c.put(ctx, r.Vault)
-		}
+		r, _ := res.(messages.VaultResult)
+		err = c.put(ctx, r.Vault)
 	case messages.OpVaultImport:
-		var r messages.TransferResult
-		if err = json.Unmarshal(rep.Result, &r); err == nil {
-			err = c.put(ctx, r.Vault)
-		}
+		r, _ := res.(messages.TransferResult)
+		err = c.put(ctx, r.Vault)
 	case messages.OpVaultFork:
-		var r messages.ForkResult
-		if err = json.Unmarshal(rep.Result, &r); err == nil {
-			if err = c.put(ctx, r.Vault); err != nil {
-				return unavailable(r.Vault.Name, err)
-			}
-			if r.Vault.Worker == c.s.id {
-				c.touch(vkey{req.Namespace, r.Vault.Name}) // its stored bytes
-			}
+		r, _ := res.(messages.ForkResult)
+		if err = c.put(ctx, r.Vault); err != nil {
+			return unavailable(r.Vault.Name, err)
+		}
+		if r.Vault.Worker == c.s.id {
+			c.touch(vkey{req.Namespace, r.Vault.Name}) // its stored bytes
 		}
 	case messages.OpVaultDelete:
 		if err = c.vaults.Delete(ctx, messages.VaultKey(req.Namespace, req.Vault)); err != nil {
@@ -245,10 +241,9 @@ func (c *catalog) record(ctx context.Context, req messages.Request, rep messages
 		c.mu.Lock()
 		delete(c.epochs, k)
 		c.mu.Unlock()
-		return rep
+		return res, nil
 	case messages.OpExec:
-		var env messages.Envelope
-		if json.Unmarshal(rep.Result, &env) == nil && env.Status == messages.StatusApprovalRequired && env.ApprovalID != nil {
+		if env, ok := res.(messages.Envelope); ok && env.Status == messages.StatusApprovalRequired && env.ApprovalID != nil {
 			c.indexApproval(ctx, req.Namespace, *env.ApprovalID)
 		}
 	}
@@ -262,21 +257,19 @@ func (c *catalog) record(ctx context.Context, req messages.Request, rep messages
 	if takeover || req.Op.Mutating() {
 		c.touch(k)
 	}
-	return rep
+	return res, nil
 }
 
 // recordApproval rewrites the entry of the approval an approval op
 // named: from its result, or, after an error (a grant that found it
 // expired, a command that failed), from the store.
-func (c *catalog) recordApproval(ctx context.Context, req messages.Request, rep messages.Reply) {
-	var r messages.ApprovalResult
-	if rep.Error == nil && json.Unmarshal(rep.Result, &r) == nil && r.Approval.ID != "" {
+func (c *catalog) recordApproval(ctx context.Context, call handler.Call, res any, err error) {
+	if r, ok := res.(messages.ApprovalResult); ok && err == nil && r.Approval.ID != "" {
 		c.putApproval(ctx, r.Approval, false)
 		return
 	}
-	var a messages.ApprovalArgs
-	if json.Unmarshal(req.Args, &a) == nil && a.ID != "" {
-		c.indexApproval(ctx, req.Namespace, a.ID)
+	if a, ok := call.Args.(messages.ApprovalArgs); ok && a.ID != "" {
+		c.indexApproval(ctx, call.Request.Namespace, a.ID)
 	}
 }
 
@@ -290,10 +283,9 @@ func (c *catalog) indexApproval(ctx context.Context, ns, id string) {
 
 // showApproval reads approval id of ns through the handler.
 func (c *catalog) showApproval(ctx context.Context, ns, id string) (messages.Approval, bool) {
-	args, _ := json.Marshal(messages.ApprovalArgs{ID: id})
-	rep := c.s.h.Handle(ctx, messages.Request{Op: messages.OpApprovalShow, Namespace: ns, Args: args})
-	var r messages.ApprovalResult
-	if rep.Error != nil || json.Unmarshal(rep.Result, &r) != nil {
+	res, err := c.s.h.Serve(ctx, handler.Call{Request: messages.Request{Op: messages.OpApprovalShow, Namespace: ns}, Args: messages.ApprovalArgs{ID: id}})
+	r, ok := res.(messages.ApprovalResult)
+	if err != nil || !ok {
 		return messages.Approval{}, false
 	}
 	return r.Approval, true
@@ -328,7 +320,7 @@ func (c *catalog) seed(ctx context.Context) {
 	if c.vaults == nil {
 		return
 	}
-	st := c.s.h.Store()
+	st := c.s.store
 	nss, err := st.Namespaces(ctx)
 	if err != nil {
 		c.s.log.Warn("catalog: namespaces", telemetry.LogKeyErr, err)

@@ -10,6 +10,15 @@
 // command's live output published to the caller's inbox
 // (runner.WithOutput).
 //
+// A delivery is fenced first (fence.go: a request for a vault this
+// worker does not own goes back to the intake as a message); then the
+// handler decodes it once, serves it through the handler's core wrapped
+// in the fleet's layers (core.go: progress heartbeats, catalogs, "moved
+// while running", handoff before/after, approval grants), and encodes
+// the typed result once. The handoff reaches the store only through
+// replicaStore, the few operations it needs, declared where it is used.
+// Test faults are wrappers too (ServeOptions.Wrap, NoProgress).
+//
 // The exec pipeline itself (validate → policy → checkpoint → mount → run
 // → changes → envelope → audit) is runner's, which imports nothing of
 // worker and no NATS package.

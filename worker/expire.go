@@ -45,7 +45,7 @@ func (s *Server) sweepExpired(ctx context.Context) {
 }
 
 func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
-	ex, err := s.h.Store().Expired(ctx)
+	ex, err := s.store.Expired(ctx)
 	if err != nil {
 		s.log.Warn("expiry sweep", telemetry.LogKeyErr, err)
 		return

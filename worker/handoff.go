@@ -52,6 +52,39 @@ const (
 
 type vkey struct{ ns, vault string }
 
+// replicaStore is what the handoff needs of this worker's store, and all
+// it may touch (litestream's Replica over its ReplicaClient is the
+// model): the copies' bookkeeping and the content moved by hash.
+type replicaStore interface {
+	copyStore
+	chunkStore
+}
+
+// copyStore keeps which copy of a vault this store holds: the owner epoch
+// it was current at (store meta), whether it exists, dropping it, and the
+// request log a retried fork is answered from.
+type copyStore interface {
+	Meta(ctx context.Context, key string) (value string, ok bool, err error)
+	SetMeta(ctx context.Context, key, value string) error
+	Vault(ns, name string) *vault.Vault
+	Delete(ctx context.Context, ns, name string, meta vault.Meta) error
+	StoredResult(ctx context.Context, k vault.RequestKey) (result []byte, ok bool, err error)
+}
+
+// chunkStore moves a vault's content by hash: the store's identity, a
+// manifest out and in, the chunks one side lacks, and what was sent
+// where.
+type chunkStore interface {
+	ID(ctx context.Context) (string, error)
+	ExportManifest(ctx context.Context, ns, name, file string) (vault.TransferResult, error)
+	Receive(ctx context.Context, file, ns, name string, meta vault.Meta) (vault.TransferResult, error)
+	MissingChunks(ctx context.Context, hs []vault.Hash) ([]vault.Hash, error)
+	Unsent(ctx context.Context, remote string, hs []vault.Hash) ([]vault.Hash, error)
+	MarkSent(ctx context.Context, remote string, hs []vault.Hash) error
+	Chunk(ctx context.Context, h vault.Hash) ([]byte, error)
+	GC(ctx context.Context) (vault.GCStats, error)
+}
+
 // epochKey is the store meta key holding the owner epoch under which this
 // store's copy of a vault was last current. It lives in the store, so
 // that workers sharing one store (one machine) agree on it.
@@ -72,6 +105,7 @@ type pushJob struct {
 
 type handoff struct {
 	s       *Server
+	st      replicaStore
 	mu      sync.Mutex
 	jobs    map[vkey]*pushJob
 	served  map[vkey]struct{}
@@ -99,7 +133,7 @@ type handoff struct {
 }
 
 func newHandoff(s *Server) *handoff {
-	h := &handoff{s: s, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{},
+	h := &handoff{s: s, st: s.store, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{},
 		locks: map[vkey]*sync.Mutex{}}
 	m := s.h.Meter().Meter(scopeName)
 	h.chunks, _ = m.Int64Counter("avfs.handoff.chunks", metric.WithUnit("{chunk}"),
@@ -148,7 +182,7 @@ func (h *handoff) open(ctx context.Context) error {
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
 		remote += "@" + bs.StreamInfo().Created.UTC().Format(time.RFC3339Nano)
 	}
-	id, err := h.s.h.Store().ID(ctx)
+	id, err := h.st.ID(ctx)
 	if err != nil {
 		return fmt.Errorf("store id: %w", err)
 	}
@@ -176,7 +210,7 @@ func (h *handoff) head(ctx context.Context, k vkey) (hd messages.Head, rev uint6
 // localEpoch is the owner epoch under which this store's copy of k was
 // last current (0: never recorded).
 func (h *handoff) localEpoch(ctx context.Context, k vkey) (int64, error) {
-	v, ok, err := h.s.h.Store().Meta(ctx, epochKey(k))
+	v, ok, err := h.st.Meta(ctx, epochKey(k))
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -195,8 +229,9 @@ type prep struct {
 // to date, and for a fork the target's too when this worker owns it (a
 // fork handed over here may not be pulled yet), and refuses a fork whose
 // target already exists elsewhere.
-func (h *handoff) before(ctx context.Context, req messages.Request, owner messages.Owner) (prep, *messages.Error) {
+func (h *handoff) before(ctx context.Context, c handler.Call, owner messages.Owner) (prep, *messages.Error) {
 	var p prep
+	req := c.Request
 	if req.Vault == "" || req.Namespace == "" {
 		return p, nil
 	}
@@ -212,17 +247,18 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 		return p, unavailable(req.Vault, err)
 	}
 	if req.Op == messages.OpVaultMerge {
-		return p, h.beforeMerge(ctx, req, unavailable)
+		a, _ := c.Args.(messages.VaultMergeArgs)
+		return p, h.beforeMerge(ctx, req, a, unavailable)
 	}
 	if req.Op != messages.OpVaultFork {
 		return p, nil
 	}
-	var a messages.VaultForkArgs
-	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
+	a, _ := c.Args.(messages.VaultForkArgs)
+	if a.Target == "" {
 		return p, nil // the handler answers the malformed request
 	}
 	if req.RequestID != "" {
-		_, replay, err := h.s.h.Store().StoredResult(ctx, vault.RequestKey{Namespace: req.Namespace, Vault: req.Vault, ID: req.RequestID,
+		_, replay, err := h.st.StoredResult(ctx, vault.RequestKey{Namespace: req.Namespace, Vault: req.Vault, ID: req.RequestID,
 			Op: string(messages.OpVaultFork), ArgsHash: handler.HashArgs(a)})
 		if err != nil && !errors.Is(err, vault.ErrConflict) { // the handler answers a conflict
 			return p, unavailable(req.Vault, err)
@@ -248,9 +284,8 @@ func (h *handoff) before(ctx context.Context, req messages.Request, owner messag
 // beforeMerge brings this store's copy of a merge's fork up to date
 // when this worker owns the fork too; a fork another worker owns is
 // fetched by the merge itself (merge.go).
-func (h *handoff) beforeMerge(ctx context.Context, req messages.Request, unavailable func(string, error) *messages.Error) *messages.Error {
-	var a messages.VaultMergeArgs
-	if json.Unmarshal(req.Args, &a) != nil || a.Fork == "" || !messages.ValidName(a.Fork) {
+func (h *handoff) beforeMerge(ctx context.Context, req messages.Request, a messages.VaultMergeArgs, unavailable func(string, error) *messages.Error) *messages.Error {
+	if a.Fork == "" || !messages.ValidName(a.Fork) {
 		return nil // the handler answers the malformed request
 	}
 	o, known, err := h.s.owned.Get(ctx, req.Namespace, a.Fork)
@@ -294,7 +329,7 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 	if ok && e == epoch {
 		return nil // reconciled while this waited
 	}
-	st := h.s.h.Store()
+	st := h.st
 	exists, err := st.Vault(k.ns, k.vault).Exists(ctx)
 	if err != nil {
 		return err
@@ -411,7 +446,7 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	if err := h.obs.GetFile(ctx, hd.Object, file); err != nil {
 		return fmt.Errorf("download %s: %w", hd.Object, err)
 	}
-	st := h.s.h.Store()
+	st := h.st
 	hs, err := vault.ManifestChunks(ctx, file)
 	if err != nil {
 		return err
@@ -515,12 +550,14 @@ feed:
 // deleteWait bounds how long a vault.delete waits for its tombstone.
 const deleteWait = 30 * time.Second
 
-// after runs once a request was handled, with the reply it got: it
+// after runs once a call was served, with its typed result: it
 // schedules the pushes the request calls for, and hands a fork placed on
-// another worker over before the fork is answered.
-func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.Reply, owner messages.Owner, p prep) messages.Reply {
-	if rep.Error != nil || req.Vault == "" || req.Namespace == "" {
-		return rep
+// another worker over before the fork is answered. It returns the
+// result, or the error the caller gets instead.
+func (h *handoff) after(ctx context.Context, c handler.Call, res any, err error, owner messages.Owner, p prep) (any, error) {
+	req := c.Request
+	if err != nil || req.Vault == "" || req.Namespace == "" {
+		return res, err
 	}
 	k := vkey{req.Namespace, req.Vault}
 	if req.Op.Mutating() {
@@ -531,20 +568,25 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 		h.current(ctx, k, owner.Epoch)
 		h.schedule(k, pushAction{reason: string(req.Op)})
 	case messages.OpCheckpointSave, messages.OpCheckpointRestore:
-		var r messages.CheckpointResult // RestoreResult shares the field
-		json.Unmarshal(rep.Result, &r)
-		h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint.Name})
+		var name string
+		switch r := res.(type) {
+		case messages.CheckpointResult:
+			name = r.Checkpoint.Name
+		case messages.RestoreResult:
+			name = r.Checkpoint.Name
+		}
+		h.schedule(k, pushAction{reason: string(req.Op), checkpoint: name})
 	case messages.OpVaultMerge:
-		var r messages.MergeResult
-		if json.Unmarshal(rep.Result, &r) == nil && r.Applied {
+		if r, ok := res.(messages.MergeResult); ok && r.Applied {
 			h.schedule(k, pushAction{reason: string(req.Op), checkpoint: r.Checkpoint})
 		}
 	case messages.OpVaultFork:
-		return h.afterFork(ctx, req, rep, p)
+		a, _ := c.Args.(messages.VaultForkArgs)
+		return h.afterFork(ctx, req, a, res, p)
 	case messages.OpVaultDelete:
-		return h.afterDelete(ctx, k, req, rep)
+		return res, h.afterDelete(ctx, k, req)
 	}
-	return rep
+	return res, nil
 }
 
 // afterDelete pushes the tombstone before the reply (after any push in
@@ -552,7 +594,7 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 // fork onto it, say) finds the vault gone everywhere. A tombstone that did
 // not land fails the delete for its caller; the same request again pushes
 // it again (the store answers it from its request log).
-func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request, rep messages.Reply) messages.Reply {
+func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request) error {
 	h.mu.Lock()
 	delete(h.dirty, k)
 	delete(h.served, k)
@@ -566,13 +608,13 @@ func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request,
 	}
 	hd, _, ok, err := h.head(wctx, k)
 	if err == nil && (!ok || hd.Deleted) {
-		return rep // (no head: the vault was never pushed, nothing to bring back)
+		return nil // (no head: the vault was never pushed, nothing to bring back)
 	}
 	if err == nil {
 		err = fmt.Errorf("its head still names a copy")
 	}
-	return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-		"vault %q deleted on worker %s, but not yet everywhere: %v; retry the request", k.vault, h.s.id, err)}
+	return messages.Errorf(messages.CodeUnavailable,
+		"vault %q deleted on worker %s, but not yet everywhere: %v; retry the request", k.vault, h.s.id, err)
 }
 
 // afterFork pushes a fork kept here in the background. A fork placed on
@@ -580,14 +622,13 @@ func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request,
 // once the bucket has it), dropped here, where nothing serves it, and
 // warmed there (pulled at once, so that the namespace's vault list shows
 // it).
-func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messages.Reply, p prep) messages.Reply {
-	var a messages.VaultForkArgs
-	if json.Unmarshal(req.Args, &a) != nil || a.Target == "" {
-		return rep
+func (h *handoff) afterFork(ctx context.Context, req messages.Request, a messages.VaultForkArgs, res any, p prep) (any, error) {
+	if a.Target == "" {
+		return res, nil
 	}
 	t := vkey{req.Namespace, a.Target}
-	fail := func(code messages.Code, format string, args ...any) messages.Reply {
-		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(code, format, args...)}
+	fail := func(code messages.Code, format string, args ...any) (any, error) {
+		return nil, messages.Errorf(code, format, args...)
 	}
 	o, ok, err := h.s.owned.Get(ctx, req.Namespace, a.Target)
 	if err != nil {
@@ -597,7 +638,7 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 		h.markDirty(t)
 		h.current(ctx, t, o.Epoch)
 		h.schedule(t, pushAction{reason: string(req.Op), checkpoint: a.Checkpoint})
-		return rep
+		return res, nil
 	}
 	// A failed push fails the fork for its caller; a retry (same request
 	// id) finds the stored result and pushes again.
@@ -607,7 +648,7 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 		return fail(messages.CodeUnavailable, "fork %s made, but not handed over to its worker %s: %v; retry the request", a.Target, o.Worker, err)
 	}
 	drop := func() {
-		if err := h.s.h.Store().Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil && !errors.Is(err, vault.ErrVaultNotFound) {
+		if err := h.st.Delete(ctx, t.ns, t.vault, vault.Meta{Actor: "worker:" + h.s.id}); err != nil && !errors.Is(err, vault.ErrVaultNotFound) {
 			h.s.log.Warn("handoff: drop the copy of a fork handed over", telemetry.LogKeyVault, a.Target, telemetry.LogKeyErr, err)
 		}
 		h.s.h.Changed(messages.OpVaultDelete, t.ns, t.vault)
@@ -623,12 +664,11 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, rep messa
 	}
 	// (A retry whose first run handed the fork over changes nothing.)
 	h.warm(ctx, t, o.Worker)
-	var r messages.ForkResult
-	if json.Unmarshal(rep.Result, &r) == nil {
+	if r, ok := res.(messages.ForkResult); ok {
 		r.Vault.Worker = o.Worker // where the fork now lives
-		rep.Result, _ = json.Marshal(r)
+		res = r
 	}
-	return rep
+	return res, nil
 }
 
 // warm asks worker w for vault k's info directly, which makes w pull the
@@ -658,7 +698,7 @@ func (h *handoff) markDirty(k vkey) {
 // (a vault this worker just made).
 func (h *handoff) current(ctx context.Context, k vkey, epoch int64) {
 	if epoch > 0 {
-		if err := h.s.h.Store().SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
+		if err := h.st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
 			h.s.log.Warn("handoff: record epoch", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 			return
 		}
@@ -807,7 +847,7 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
 		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del, Seed: a.seed}
 	if !a.del {
-		if ok, err := h.s.h.Store().Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
+		if ok, err := h.st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
 			return false, err
 		}
 		if !a.seed { // (a seeded fork is not served here)
@@ -883,7 +923,7 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "manifest.db")
-	st := h.s.h.Store()
+	st := h.st
 	if _, err := st.ExportManifest(ctx, k.ns, k.vault, file); err != nil {
 		return "", 0, fmt.Errorf("export: %w", err)
 	}

@@ -42,7 +42,7 @@ func (s *Server) mergeOp(ctx context.Context, req messages.Request, a messages.V
 		return nil, err
 	}
 	defer func() {
-		if err := s.h.Store().Delete(context.WithoutCancel(ctx), req.Namespace, local, vault.Meta{Actor: "worker:" + s.id}); err != nil {
+		if err := s.store.Delete(context.WithoutCancel(ctx), req.Namespace, local, vault.Meta{Actor: "worker:" + s.id}); err != nil {
 			s.log.Warn("merge: drop the copy of a fork", telemetry.LogKeyNamespace, req.Namespace, telemetry.LogKeyVault, local, telemetry.LogKeyErr, err)
 		}
 	}()

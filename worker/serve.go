@@ -25,6 +25,7 @@ import (
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
+	"github.com/avfs/avfs/vault"
 )
 
 // scopeName is the instrumentation scope of the fleet's metrics and spans.
@@ -39,12 +40,11 @@ type ServeOptions struct {
 	// JetStream gives up on it and the dispatcher dead-letters it;
 	// default 5.
 	MaxDeliver int
-	// FaultNoProgress is a test fault: the worker sends no InProgress
-	// heartbeats while a request runs, so a request longer than AckWait
-	// is redelivered (and, after MaxDeliver, dead-lettered). It exists
-	// only to cause redelivery in tests; never set it in production.
-	FaultNoProgress bool
-	Logger          *slog.Logger
+	// Wrap, when set, wraps the worker's core (core.go) in layers of
+	// the caller's: tests install faults with it (NoProgress). Leave it
+	// nil in production.
+	Wrap   func(handler.Core) handler.Core
+	Logger *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
 	Tracer trace.TracerProvider
@@ -82,12 +82,17 @@ type Server struct {
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
 	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
 	pr       *peers        // vault.push between workers, for merges (peers.go)
+	serve    handler.Core  // the handler wrapped in the fleet's layers (core.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
 	// directOff is set (under mu) when direct requests stop joining the
 	// queues, before Run drains them.
 	directOff bool
+	// store is the handler's store, for the fleet's own reads and
+	// writes (catalog seeds, the audit stream, sweeps); the handoff
+	// reaches it through replicaStore only.
+	store *vault.Store
 }
 
 // NewServer returns a worker server for h on nc.
@@ -117,7 +122,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	return (&Server{id: o.ID, h: h, nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
+	return (&Server{id: o.ID, h: h, store: h.Store(), nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
 		tr: telemetry.Provider(o.Tracer).Tracer(scopeName), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}).withHandoff(), nil
 }
@@ -131,6 +136,7 @@ func (s *Server) withHandoff() *Server {
 	s.h.SweepOwned(nil)
 	handler.Register(s.h, messages.OpVaultMerge, s.mergeOp) // a fork may be on another worker (merge.go)
 	s.useObjects()
+	s.serve = s.core(s.h)
 	// A background run changes its vault after its request was answered;
 	// it reports the change when it ends.
 	s.h.OnChange(func(op messages.Op, ns, vault string) {
@@ -496,38 +502,11 @@ func (s *Server) process(msg delivery) {
 	if fenced {
 		return
 	}
-	// Tell JetStream the request is alive while it runs, so a long exec
-	// is not redelivered to another attempt.
-	done := make(chan struct{})
-	go func() {
-		if s.o.FaultNoProgress {
-			return
-		}
-		t := time.NewTicker(s.o.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				msg.InProgress()
-			}
-		}
-	}()
-	var rep messages.Reply
-	if p, e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
-		rep = messages.Reply{RequestID: req.RequestID, Error: e}
-	} else {
-		hctx := handler.WithAttempt(ctx, attempt)
-		if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
-			hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
-		}
-		rep = s.handle(hctx, req)
-		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
-		rep = s.movedWhileRunning(req, rep, owner)
-		rep = s.cat.record(ctx, req, rep, owner) // what the dispatcher lists
+	hctx := withTouch(withOwner(handler.WithAttempt(ctx, attempt), owner), msg.InProgress)
+	if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
+		hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 	}
-	close(done)
+	rep := s.h.Reply(hctx, req, s.serve) // core.go: decoded once, encoded once
 	if rep.Error != nil {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}
@@ -542,15 +521,15 @@ func (s *Server) process(msg delivery) {
 // dead: paused, cut off): the change stays in this store only, which the
 // new owner never reads, so reporting it done would be a lie. The caller
 // retries with the same request id and the new owner does it.
-func (s *Server) movedWhileRunning(req messages.Request, rep messages.Reply, owner messages.Owner) messages.Reply {
-	if rep.Error != nil || req.Vault == "" || owner.Worker != s.id || !req.Op.Mutating() {
-		return rep
+func (s *Server) movedWhileRunning(req messages.Request, err error, owner messages.Owner) *messages.Error {
+	if err != nil || req.Vault == "" || owner.Worker != s.id || !req.Op.Mutating() {
+		return nil
 	}
 	if o, ok := s.owned.Cached(req.Namespace, req.Vault); ok && o.Epoch != owner.Epoch {
-		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-			"vault %q moved to worker %s while this request ran on %s; its effects were not kept: retry", req.Vault, o.Worker, s.id)}
+		return messages.Errorf(messages.CodeUnavailable,
+			"vault %q moved to worker %s while this request ran on %s; its effects were not kept: retry", req.Vault, o.Worker, s.id)
 	}
-	return rep
+	return nil
 }
 
 // linkAttempt links a redelivered or rescued request's process span to
