@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 
@@ -13,8 +12,8 @@ import (
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/runner"
-	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -26,38 +25,21 @@ type Client interface {
 }
 
 // localClient serves requests in-process on the store under --home,
-// through the same handler the workers use.
+// through a node (the same composition root the workers use).
 type localClient struct {
+	n     *node.Node
 	store *vault.Store
 	h     *handler.Handler
-	close []func() error
 }
 
 func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string) (*localClient, error) {
-	st, err := vault.Open(ctx, c.StorePath(), storeOptions(c))
-	if err != nil {
-		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
-	}
 	// In process, this process owns every vault: it deletes the
 	// expired ones (forks made with --ttl) as it opens the store.
-	if gone, err := st.SweepExpired(ctx, nil); err != nil {
-		log.Warn("expiry sweep", telemetry.LogKeyErr, err)
-	} else if len(gone) > 0 {
-		log.Info("expired vaults deleted", "vaults", gone)
-	}
-	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := runner.Wire(c, h, log, false)
+	n, err := node.Open(ctx, node.Options{Config: c, Worker: workerID, Logger: log, Tracer: tp, SweepExpired: true})
 	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("set up handler: %w", err)
+		return nil, err
 	}
-	return &localClient{store: st, h: h, close: []func() error{cl}}, nil
-}
-
-// storeOptions are the vault store's options from the config.
-func storeOptions(c *config.Config) vault.Options {
-	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize,
-		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode}}
+	return &localClient{n: n, store: n.Store(), h: n.Handler()}, nil
 }
 
 // natsClient sends requests to a fleet.
@@ -93,7 +75,7 @@ func (l *localClient) Do(ctx context.Context, req messages.Request) (messages.Re
 			}
 		})
 	}
-	return l.h.Handle(ctx, req), nil
+	return l.n.Handle(ctx, req), nil
 }
 
 // streamTo is where an exec's output goes while it runs, put in the
@@ -108,9 +90,4 @@ func withStream(ctx context.Context, stdout, stderr io.Writer) context.Context {
 	return context.WithValue(ctx, streamKey{}, streamTo{stdout, stderr})
 }
 
-func (l *localClient) Close() error {
-	for _, c := range l.close {
-		c()
-	}
-	return l.store.Close()
-}
+func (l *localClient) Close() error { return l.n.Close() }

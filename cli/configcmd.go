@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/avfs/avfs/config"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/policy"
 	"github.com/avfs/avfs/runner"
 )
@@ -36,7 +37,7 @@ func (a *app) checkConfig() error {
 	if _, err := runner.PolicyFrom(a.cfg); err != nil {
 		return &usageError{fmt.Sprintf("config %s: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
-	if err := storeOptions(a.cfg).Defaults.Validate(); err != nil {
+	if err := node.StoreOptions(a.cfg).Defaults.Validate(); err != nil {
 		return &usageError{fmt.Sprintf("config %s: checkpoints or quota: %v", a.viper.ConfigFileUsed(), err), hint}
 	}
 	if _, err := logLevel(a.cfg.LogLevel); err != nil {

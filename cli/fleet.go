@@ -24,12 +24,10 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/telemetry"
-	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
 
@@ -149,22 +147,15 @@ func sanitizeToken(s string) string {
 // runWorker serves the store under the config's home as worker id until
 // ctx ends.
 func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
-	st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
+	m, err := worker.Open(ctx, nc, worker.Options{
+		Node:  node.Options{Config: a.cfg, Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter},
+		Serve: worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer},
+	})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	h := handler.New(st, handler.Options{Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter})
-	cleanup, err := runner.Wire(a.cfg, h, a.log, true)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer})
-	if err != nil {
-		return err
-	}
-	return srv.Run(ctx)
+	defer m.Close()
+	return m.Run(ctx)
 }
 
 func (a *app) serveCmd() *cobra.Command {

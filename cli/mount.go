@@ -11,6 +11,7 @@ import (
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
 )
@@ -38,7 +39,7 @@ store; it must run on this machine.`,
 				}
 				return a.mountThroughFleet(cmd.Context(), name, dir, readonly)
 			}
-			st, err := vault.Open(ctx, a.cfg.StorePath(), storeOptions(a.cfg))
+			st, err := vault.Open(ctx, a.cfg.StorePath(), node.StoreOptions(a.cfg))
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +12,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/avfs/avfs/client"
-	"github.com/avfs/avfs/config"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
-	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
 
@@ -55,21 +50,9 @@ func TestAuditStreamExactlyOnceAcrossWorkerRestart(t *testing.T) {
 	// A worker built by hand, so that it can be stopped and started again
 	// on the same store under the same id.
 	home := t.TempDir()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h := handler.New(st, handler.Options{Worker: "w1", Tracer: tp})
-	cfg := &config.Config{Home: home}
-	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := runner.Wire(cfg, h, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cleanup() })
+	n := openNode(t, nodeOptions(home, "w1", nil, tp, nil))
 	start := func() (stop func()) {
-		srv, err := worker.NewServer(f.conn(), h, worker.ServeOptions{ID: "w1", Tracer: tp, AuditPoll: 50 * time.Millisecond})
+		srv, err := worker.NewServer(f.conn(), n, worker.ServeOptions{ID: "w1", Tracer: tp, AuditPoll: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +97,7 @@ func TestAuditStreamExactlyOnceAcrossWorkerRestart(t *testing.T) {
 	// is published after the restart, from the stored cursor.
 	stop()
 	args, _ := json.Marshal(messages.WriteArgs{Path: "/offline.txt", Content: []byte("y")})
-	if rep := h.Handle(ctx, messages.Request{Op: messages.OpWrite, Namespace: "ns1", Vault: "v1", RequestID: "req-offline", Args: args}); rep.Error != nil {
+	if rep := n.Handle(ctx, messages.Request{Op: messages.OpWrite, Namespace: "ns1", Vault: "v1", RequestID: "req-offline", Args: args}); rep.Error != nil {
 		t.Fatal(rep.Error)
 	}
 	stop = start()
@@ -125,7 +108,7 @@ func TestAuditStreamExactlyOnceAcrossWorkerRestart(t *testing.T) {
 	// Down again, and the cursor lost: the new server publishes every
 	// event again, and the stream keeps each once (Nats-Msg-Id).
 	stop()
-	if err := st.SetMeta(ctx, worker.AuditCursorKey("w1"), "0"); err != nil {
+	if err := n.Store().SetMeta(ctx, worker.AuditCursorKey("w1"), "0"); err != nil {
 		t.Fatal(err)
 	}
 	start()

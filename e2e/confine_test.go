@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,10 +15,9 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -77,22 +75,15 @@ func startConfined(t *testing.T, namespaces ...string) *confined {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.st, err = vault.Open(ctx, filepath.Join(c.home, "store.db"), vault.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	h := handler.New(c.st, handler.Options{Worker: "w"})
-	cleanup, err := runner.Wire(&config.Config{Home: c.home}, h, nil, true)
+	m, err := worker.Open(ctx, c.connect("fleet", "fleet", ""), worker.Options{Node: node.Options{Config: &config.Config{Home: c.home}}, Serve: worker.ServeOptions{ID: "w"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := worker.NewServer(c.connect("fleet", "fleet", ""), h, worker.ServeOptions{ID: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.st = m.Node().Store()
 	done := make(chan struct{}, 2)
 	go func() { d.Run(ctx); done <- struct{}{} }()
-	go func() { srv.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done; cleanup(); c.st.Close() })
+	go func() { m.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done; m.Close() })
 	return c
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,20 +13,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/cli"
-	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
-	"github.com/avfs/avfs/vault"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/worker"
 )
 
-// runServer runs a worker server for h with o until the returned stop is
-// called; stop waits for its in-flight requests and returns Run's error.
-func (f *fleet) runServer(h *handler.Handler, o worker.ServeOptions) (stop func() error) {
+// runServer runs a worker server for node n with o until the returned
+// stop is called; stop waits for its in-flight requests and returns Run's
+// error. n stays open: another server may serve it next.
+func (f *fleet) runServer(n *node.Node, o worker.ServeOptions) (stop func() error) {
 	f.t.Helper()
-	srv, err := worker.NewServer(f.conn(), h, o)
+	srv, err := worker.NewServer(f.conn(), n, o)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -64,18 +61,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	t.Setenv("AVFS_HOME", t.TempDir())
 	home := t.TempDir()
 	ctx := context.Background()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := handler.New(st, handler.Options{Worker: "w1"})
-	cfg := &config.Config{Home: home}
-	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := runner.Wire(cfg, h, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cleanup(); st.Close() })
+	h := openNode(t, nodeOptions(home, "w1", nil, nil, nil))
 
 	// A faulty worker: no progress heartbeats, so a 3 s command outlives
 	// its 1 s AckWait on both of its 2 deliveries.
@@ -88,7 +74,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = c.Exec(cctx, "default", "v", messages.ExecArgs{Shell: "sleep 3; echo done >> done.txt", Timeout: "60s"})
+	_, err := c.Exec(cctx, "default", "v", messages.ExecArgs{Shell: "sleep 3; echo done >> done.txt", Timeout: "60s"})
 	var me *messages.Error
 	if !errors.As(err, &me) || me.Code != messages.CodeUnavailable || !strings.Contains(me.Message, "dead-lettered") {
 		t.Fatalf("exec that ran out of deliveries: got %v, want an UNAVAILABLE dead-lettered reply", err)

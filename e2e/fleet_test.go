@@ -20,10 +20,9 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/embedded"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -122,31 +121,46 @@ func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.Trace
 	return st, serveStore(t, nc, id, home, st, tp, mp)
 }
 
-// serveStore runs worker id on nc over store st (under home) until stop
-// is called or the test ends; st stays open.
-func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
-	t.Helper()
-	ctx := context.Background()
-	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
+// nodeOptions are the node options of test worker id under home: the
+// policy falls back to allow_with_checkpoint; st, tp and mp may be nil
+// (st: the node opens home's store itself).
+func nodeOptions(home, id string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) node.Options {
 	cfg := &config.Config{Home: home}
 	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := runner.Wire(cfg, h, nil, true)
+	return node.Options{Config: cfg, Store: st, Worker: id, Tracer: tp, Meter: mp, Serving: true}
+}
+
+// openNode opens a node as production does (node.Open) and closes it
+// when the test ends.
+func openNode(t testing.TB, o node.Options) *node.Node {
+	t.Helper()
+	n, err := node.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Tracer: tp})
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// serveStore runs worker id on nc over store st (under home) until stop
+// is called or the test ends; st stays open. The worker is composed as
+// `avfs worker` composes it (worker.Open).
+func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := worker.Open(ctx, nc, worker.Options{Node: nodeOptions(home, id, st, tp, mp), Serve: worker.ServeOptions{ID: id, Tracer: tp}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(wctx) }()
+	go func() { defer close(done); m.Run(wctx) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
 			<-done
-			cleanup()
+			m.Close()
 		})
 	}
 	t.Cleanup(stop)

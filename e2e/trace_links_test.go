@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,13 +11,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
-	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
-	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
 
@@ -34,18 +29,7 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 	f := startFleet(t, withTracer(tp))
 	home := t.TempDir()
 	ctx := context.Background()
-	st, err := vault.Open(ctx, filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := handler.New(st, handler.Options{Worker: "w1", Tracer: tp})
-	cfg := &config.Config{Home: home}
-	cfg.Policy.Fallback = "allow_with_checkpoint"
-	cleanup, err := runner.Wire(cfg, h, nil, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cleanup(); st.Close() })
+	h := openNode(t, nodeOptions(home, "w1", nil, tp, nil))
 	stopFaulty := f.runServer(h, worker.ServeOptions{ID: "w1", AckWait: time.Second, MaxDeliver: 2, Wrap: worker.NoProgress, Tracer: tp})
 	f.waitMembers("w1")
 	c := f.client()
@@ -54,7 +38,7 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = c.Exec(cctx, "default", "v", messages.ExecArgs{Shell: "sleep 3; echo done >> done.txt", Timeout: "60s"})
+	_, err := c.Exec(cctx, "default", "v", messages.ExecArgs{Shell: "sleep 3; echo done >> done.txt", Timeout: "60s"})
 	var me *messages.Error
 	if !errors.As(err, &me) || me.Code != messages.CodeUnavailable {
 		t.Fatalf("exec that ran out of deliveries: got %v, want UNAVAILABLE", err)

@@ -78,11 +78,11 @@ type Options struct {
 	// Worker is the id recorded as the owner of vaults this handler
 	// creates and reported in envelopes; "local" in-process.
 	Worker string
-	// Tracer records the spans of checkpoint saves and restores, and of
-	// the layers that plug in (Tracer()); nil means no tracing.
+	// Tracer records the spans of checkpoint saves and restores; nil
+	// means no tracing.
 	Tracer trace.TracerProvider
-	// Meter records request, quota, fork and checkpoint metrics, and
-	// those of the layers that plug in (Meter()); nil means none.
+	// Meter records request, quota, fork and checkpoint metrics; nil
+	// means none.
 	Meter metric.MeterProvider
 }
 
@@ -139,20 +139,6 @@ func New(store *vault.Store, o Options) *Handler {
 func Register[A any](h *Handler, op messages.Op, fn func(ctx context.Context, req messages.Request, args A) (any, error)) {
 	h.ops[op] = bind(fn)
 }
-
-// Store is the store the handler serves.
-func (h *Handler) Store() *vault.Store { return h.store }
-
-// Tracer is the handler's tracer provider, never nil, for the layers
-// that plug into it.
-func (h *Handler) Tracer() trace.TracerProvider { return h.tracer }
-
-// Meter is the handler's meter provider, never nil, for the layers that
-// plug into it.
-func (h *Handler) Meter() metric.MeterProvider { return h.meter }
-
-// Worker is the handler's worker id.
-func (h *Handler) Worker() string { return h.worker }
 
 // argsHashKey carries the request's HashArgs from bind to meta.
 type argsHashKey struct{}

@@ -5,14 +5,16 @@
 // need an operator's approval and runs them once granted, serves
 // background runs (exec.start, run.*) and user mounts (mount.start). It
 // registers these operations on a handler.Handler (Wire, Runner.Register),
-// so the CLI's in-process mode and a fleet worker serve them the same way.
+// so the CLI's in-process mode and a fleet worker serve them the same way;
+// package node, the composition root, calls Wire with the parts it owns
+// (Parts: store, handler, worker id, logger, tracer, meter).
 //
 // runner links no NATS package (nats.go, nats-server, micro, jetstream)
 // and nothing of worker or dispatcher; scripts/importrules.sh checks it.
 // What the fleet adds around a command — that this worker still owns the
 // vault, handoff before and after, live output published to a caller's
 // inbox — wraps the handler from the outside (worker.Server) or comes in
-// through the context (WithOutput). Wire's serving flag is the one fact
+// through the context (WithOutput). Parts.Serving is the one fact
 // about the process runner needs: it then keeps sandbox inits alive.
 //
 // Every command runs in an exec.Sandbox unless its vault's sandbox mode is
@@ -24,7 +26,7 @@
 // tenants); limits a command asks for only when they lower its vault's.
 // The envelope and the audit event record the mode, the network given
 // and why, the limits, the limit hit and what the sandbox refused. A
-// serving process (Wire's serving) keeps a sandbox init per vault layout
+// serving process (Parts.Serving) keeps a sandbox init per vault layout
 // between commands (exec.Pool, closed by Runner.Close).
 //
 // Invariants: the policy decides before anything is mounted, so a denied

@@ -5,9 +5,14 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/policy"
+	"github.com/avfs/avfs/telemetry"
+	"github.com/avfs/avfs/vault"
 )
 
 // PolicyFrom builds the policy of a configuration: its rules if it has
@@ -30,12 +35,25 @@ func PolicyFrom(c *config.Config) (*policy.Policy, error) {
 	return policy.New(rules, fb)
 }
 
-// Wire registers exec, approvals and policy on h for a process serving
-// the store under c.Home, and returns the cleanup that unmounts. serving
-// says the process serves requests until stopped (a worker, `avfs
-// serve`), not one command line: it then keeps sandbox inits alive
-// between commands (SandboxConfig.KeepInits).
-func Wire(c *config.Config, h *handler.Handler, log *slog.Logger, serving bool) (func() error, error) {
+// Parts are what Wire plugs a runner into, handed over by the
+// composition root (package node), which owns them.
+type Parts struct {
+	Store   *vault.Store
+	Handler *handler.Handler
+	// Worker is the id reported in envelopes ("local" in-process).
+	Worker string
+	Logger *slog.Logger
+	Tracer trace.TracerProvider // nil: no tracing
+	Meter  metric.MeterProvider // nil: no metrics
+	// Serving says the process serves requests until stopped (a
+	// worker, `avfs serve`), not one command line: it then keeps
+	// sandbox inits alive between commands (SandboxConfig.KeepInits).
+	Serving bool
+}
+
+// Wire registers exec, approvals and policy on p.Handler for a process
+// serving p.Store under c.Home, and returns the cleanup that unmounts.
+func Wire(c *config.Config, p Parts) (func() error, error) {
 	pol, err := PolicyFrom(c)
 	if err != nil {
 		return nil, err
@@ -44,15 +62,15 @@ func Wire(c *config.Config, h *handler.Handler, log *slog.Logger, serving bool) 
 	if err != nil {
 		return nil, err
 	}
-	sb.KeepInits = serving
-	mounts := NewMounts(filepath.Join(c.Home, "mnt"), log)
-	r := NewRunner(h.Store(), pol, mounts, Config{
+	sb.KeepInits = p.Serving
+	mounts := NewMounts(filepath.Join(c.Home, "mnt"), p.Logger)
+	r := NewRunner(p.Store, pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
-		ApprovalTTL: c.Approvals.TTL, Worker: h.Worker(), Tracer: h.Tracer(), Meter: h.Meter(), Sandbox: sb,
+		ApprovalTTL: c.Approvals.TTL, Worker: p.Worker, Tracer: p.Tracer, Meter: p.Meter, Sandbox: sb,
 		RunsDir: filepath.Join(c.Home, "runs"), MaxRuns: c.Exec.MaxRuns,
-	}, log)
-	r.Register(h)
-	unobserve, err := observeMounts(h.Meter(), mounts)
+	}, p.Logger)
+	r.Register(p.Handler)
+	unobserve, err := observeMounts(telemetry.MeterProvider(p.Meter), mounts)
 	if err != nil {
 		return nil, fmt.Errorf("mount metrics: %w", err)
 	}

@@ -19,6 +19,11 @@
 // replicaStore, the few operations it needs, declared where it is used.
 // Test faults are wrappers too (ServeOptions.Wrap, NoProgress).
 //
+// A fleet member is composed by Open: a node (package node: store,
+// handler, exec pipeline) and a Server around it; `avfs serve`, `avfs
+// worker` and the e2e fixtures start workers that way (NewServer serves
+// a node the caller keeps, for tests that restart a server on one node).
+//
 // The exec pipeline itself (validate → policy → checkpoint → mount → run
 // → changes → envelope → audit) is runner's, which imports nothing of
 // worker and no NATS package.

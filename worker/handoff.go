@@ -135,7 +135,7 @@ type handoff struct {
 func newHandoff(s *Server) *handoff {
 	h := &handoff{s: s, st: s.store, jobs: map[vkey]*pushJob{}, served: map[vkey]struct{}{}, dirty: map[vkey]bool{}, checked: map[vkey]int64{},
 		locks: map[vkey]*sync.Mutex{}}
-	m := s.h.Meter().Meter(scopeName)
+	m := s.meter.Meter(scopeName)
 	h.chunks, _ = m.Int64Counter("avfs.handoff.chunks", metric.WithUnit("{chunk}"),
 		metric.WithDescription("Content chunks moved through NATS, by direction (sent, fetched)."))
 	h.bytes, _ = m.Int64Counter("avfs.handoff.bytes", metric.WithUnit("By"),

@@ -23,6 +23,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
@@ -93,12 +94,21 @@ type Server struct {
 	// writes (catalog seeds, the audit stream, sweeps); the handoff
 	// reaches it through replicaStore only.
 	store *vault.Store
+	meter metric.MeterProvider // never nil
 }
 
-// NewServer returns a worker server for h on nc.
-func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, error) {
+// NewServer returns a worker server on nc for node n, whose handler it
+// wraps (core.go) and whose store it replicates. It does not own n: the
+// caller closes n after Run returned (Open composes both).
+func NewServer(nc *nats.Conn, n *node.Node, o ServeOptions) (*Server, error) {
+	if o.ID == "" {
+		o.ID = n.ID()
+	}
 	if o.ID == "" {
 		return nil, fmt.Errorf("worker id: %w", errEmpty)
+	}
+	if o.Tracer == nil {
+		o.Tracer = n.Tracer()
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 8
@@ -110,7 +120,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 		o.MaxDeliver = 5
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = n.Logger()
 	}
 	if o.AuditPoll <= 0 {
 		o.AuditPoll = 200 * time.Millisecond
@@ -122,7 +132,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	return (&Server{id: o.ID, h: h, store: h.Store(), nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
+	return (&Server{id: o.ID, h: n.Handler(), store: n.Store(), meter: telemetry.MeterProvider(n.Meter()), nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
 		tr: telemetry.Provider(o.Tracer).Tracer(scopeName), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
 		stop: make(chan struct{})}).withHandoff(), nil
 }
@@ -352,7 +362,7 @@ func (s *Server) member() messages.Member {
 // this worker and waiting in its per-vault queues (JetStream holds the
 // rest, up to MaxAckPending in flight).
 func (s *Server) observeQueue() (func() error, error) {
-	m := s.h.Meter().Meter(scopeName)
+	m := s.meter.Meter(scopeName)
 	g, err := m.Int64ObservableGauge("avfs.queue.depth", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests waiting in the worker's per-vault queues."))
 	if err != nil {
