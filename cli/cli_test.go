@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/avfs/avfs/internal/poll"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,13 +204,7 @@ func TestMountServesUntilUnmount(t *testing.T) {
 		_, _, code := e.run("", "mount", dir, "--vault", "m")
 		done <- code
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !isMountPoint(dir) {
-		if time.Now().After(deadline) {
-			t.Fatal("mount never came up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the mount comes up", func() (bool, error) { return isMountPoint(dir), nil })
 	if err := os.WriteFile(filepath.Join(dir, "probe.txt"), []byte("through the mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}

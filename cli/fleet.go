@@ -24,7 +24,7 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/telemetry"

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/creack/pty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -37,12 +38,8 @@ func (s *screen) reset() {
 func (s *screen) waitFor(t *testing.T, re string) string {
 	t.Helper()
 	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(20 * time.Second)
-	for !rx.MatchString(s.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the terminal never showed %q; it shows:\n%s", re, s.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if poll.For(20*time.Second, "the terminal shows "+re, func() (bool, error) { return rx.MatchString(s.String()), nil }) != nil {
+		t.Fatalf("the terminal never showed %q; it shows:\n%s", re, s.String())
 	}
 	return s.String()
 }

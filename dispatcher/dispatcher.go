@@ -28,8 +28,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/owners"
 	"github.com/avfs/avfs/telemetry"
 )
 

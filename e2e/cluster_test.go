@@ -18,7 +18,8 @@ import (
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -66,8 +67,7 @@ func startCluster(t testing.TB) []*server.Server {
 		}
 		servers[i] = ns
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "JetStream cluster ready", func() (bool, error) {
 		leader, current := false, 0
 		for _, ns := range servers {
 			if ns.JetStreamIsLeader() {
@@ -77,14 +77,9 @@ func startCluster(t testing.TB) []*server.Server {
 				current++
 			}
 		}
-		if leader && current == len(servers) {
-			return servers
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("JetStream cluster not ready in 20s (leader %v, current %d/3)", leader, current)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return leader && current == len(servers), fmt.Errorf("leader %v, current %d/3", leader, current)
+	})
+	return servers
 }
 
 // clusterConn connects to the cluster preferring servers[first], and
@@ -137,19 +132,12 @@ func TestClusterKeepsAcknowledgedWritesWhenANodeStops(t *testing.T) {
 	dnc := clusterConn(t, servers, 0)
 	js, _ := jetstream.New(dnc)
 	// Streams are placed by the meta leader; retry while the peers settle.
-	setupDeadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "setup R3", func() (bool, error) {
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		defer scancel()
 		err := embedded.Setup(sctx, js, embedded.Topology{Replicas: 3})
-		scancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(setupDeadline) {
-			t.Fatalf("setup R3: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 	for _, name := range []string{messages.StreamRequests, messages.StreamWork} {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
@@ -176,8 +164,7 @@ func TestClusterKeepsAcknowledgedWritesWhenANodeStops(t *testing.T) {
 	if got := []string{connectedTo(dnc), connectedTo(w1nc), connectedTo(w2nc)}; strings.Join(got, ",") != "n1,n2,n3" {
 		t.Fatalf("dispatcher, w1, w2 connected to %v, want n1, n2, n3", got)
 	}
-	joinDeadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Until(t, 15*time.Second, "workers w1 and w2 join", func() (bool, error) {
 		st, err := dispatcher.Status(ctx, js)
 		n := 0
 		for _, w := range st.Workers {
@@ -185,14 +172,11 @@ func TestClusterKeepsAcknowledgedWritesWhenANodeStops(t *testing.T) {
 				n++
 			}
 		}
-		if err == nil && n == 2 {
-			break
+		if err == nil && n != 2 {
+			err = fmt.Errorf("members %+v", st.Workers)
 		}
-		if time.Now().After(joinDeadline) {
-			t.Fatalf("workers never joined: %v %+v", err, st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && n == 2, err
+	})
 
 	// One client per node; each fails over to the others. The client on
 	// n2 sends everything through the intake (R3 streams), the others
@@ -293,14 +277,10 @@ func TestClusterKeepsAcknowledgedWritesWhenANodeStops(t *testing.T) {
 	}
 	waitFor := func(what string, limit time.Duration, ok func() bool) {
 		t.Helper()
-		dl := time.Now().Add(limit)
-		for !ok() {
-			if time.Now().After(dl) {
-				close(stopWrit)
-				wg.Wait()
-				t.Fatalf("%s within %v: %d acknowledged, %d failed or timed out", what, limit, len(acked), failed)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if poll.For(limit, what, func() (bool, error) { return ok(), nil }) != nil {
+			close(stopWrit)
+			wg.Wait()
+			t.Fatalf("%s within %v: %d acknowledged, %d failed or timed out", what, limit, len(acked), failed)
 		}
 	}
 	waitFor("40 writes acknowledged before the stop", 15*time.Second, func() bool { return count(false, "") >= 40 })

@@ -139,23 +139,20 @@ func TestDirectRefusedByFormerOwner(t *testing.T) {
 	// change, and runs nothing.
 	body, _ := json.Marshal(messages.Request{Op: messages.OpStat, Namespace: "default", Vault: "v", RequestID: "stale-1",
 		Args: json.RawMessage(`{"path":"/a"}`)})
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.Until(t, 10*time.Second, "the former owner refuses direct requests", func() (bool, error) {
 		m, err := nc.Request(messages.DirectSubject(old.Worker, "default", "v", messages.OpStat), body, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := m.Header.Get(messages.HeaderUseIntake); got == "not-owner" {
-			var rep messages.Reply
-			if err := json.Unmarshal(m.Data, &rep); err != nil || rep.Error == nil || rep.Error.Code != messages.CodeUnavailable {
-				t.Fatalf("refusal body %s (%v), want an UNAVAILABLE reply", m.Data, err)
-			}
-			break
+		if got := m.Header.Get(messages.HeaderUseIntake); got != "not-owner" {
+			return false, fmt.Errorf("former owner %s still serves direct requests: %s", old.Worker, m.Data)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("former owner %s still serves direct requests: %s", old.Worker, m.Data)
+		var rep messages.Reply
+		if err := json.Unmarshal(m.Data, &rep); err != nil || rep.Error == nil || rep.Error.Code != messages.CodeUnavailable {
+			t.Fatalf("refusal body %s (%v), want an UNAVAILABLE reply", m.Data, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true, nil
+	})
 
 	// The client still has the former owner cached: it is told to use the
 	// intake and gets the new owner's answer, transparently.

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
 	"github.com/avfs/avfs/messages"
 )
 

@@ -20,7 +20,8 @@ import (
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/vault"
@@ -367,7 +368,22 @@ func TestReplyToMustBeAnInbox(t *testing.T) {
 	if err := c.Call(ctx, "attacker", "", messages.OpVaultList, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // give a forged delete the time it would need
+	// Both forged messages were taken off the intake, and whatever the
+	// dispatcher sent on was served (a work queue keeps a message until
+	// it is acked, after it ran): a forged delete would have run by now.
+	poll.Until(t, 10*time.Second, "intake and work streams drained", func() (bool, error) {
+		for _, name := range []string{messages.StreamRequests, messages.StreamWork} {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				return false, err
+			}
+			info, err := s.Info(ctx)
+			if err != nil || info.State.Msgs > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
 	if err := c.Call(ctx, "victim", "v", messages.OpVaultInfo, nil, nil); err != nil {
 		t.Fatalf("the victim's vault after forged reply subjects: %v", err)
 	}

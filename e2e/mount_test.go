@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -44,17 +45,10 @@ func mountedAt(dir string) bool {
 // within polls fn for at most d.
 func within(t *testing.T, d time.Duration, what string, fn func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	poll.Until(t, d, what, func() (bool, error) {
 		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil, err
+	})
 }
 
 func contentIs(p, want string) func() error {

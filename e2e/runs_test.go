@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
 	"github.com/avfs/avfs/cli"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/internal/terminal"
 	"github.com/avfs/avfs/messages"
 )
@@ -110,8 +112,10 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 		return l
 	}
 	var since int64
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stdout.String(), "tick 1\n") {
+	poll.Until(t, 30*time.Second, "tick 1 in the log", func() (bool, error) {
+		if strings.Contains(stdout.String(), "tick 1\n") {
+			return true, nil
+		}
 		l := read(run.ID, since)
 		if l.Done {
 			t.Fatalf("run ended before tick 1 was read: %+v", l)
@@ -120,11 +124,8 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 			stdout.Write(ch.Data)
 		}
 		since = l.Next
-		if time.Now().After(deadline) {
-			t.Fatal("tick 1 never showed in the log")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(stdout.String(), "tick 1\n"), nil
+	})
 	first := since
 	if st, err := c.RunStatus(ctx, "default", "v", run.ID); err != nil || st.State != messages.RunRunning {
 		t.Fatalf("status while it sleeps: %+v %v", st, err)
@@ -179,12 +180,10 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 	// by their arguments, unique to this test.
 	long := start("sleep 3131 & sleep 3132; wait")
 	var pids []int
-	for deadline := time.Now().Add(30 * time.Second); len(pids) < 2; time.Sleep(50 * time.Millisecond) {
+	poll.Until(t, 30*time.Second, "the long run's processes", func() (bool, error) {
 		pids = append(sleeping("3131"), sleeping("3132")...)
-		if time.Now().After(deadline) {
-			t.Fatalf("the long run's processes never showed: %v", pids)
-		}
-	}
+		return len(pids) >= 2, fmt.Errorf("found %v", pids)
+	})
 	out, code = f.avfsCLI("run", "kill", "--vault", "v", long.ID)
 	var killed messages.RunResult
 	if code != 0 || json.Unmarshal([]byte(out), &killed) != nil || killed.Run.State != messages.RunDone ||
@@ -192,13 +191,7 @@ func TestBackgroundRunLifecycle(t *testing.T) {
 		t.Fatalf("run kill: exit %d: %s", code, out)
 	}
 	for _, p := range pids {
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(p) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d of the killed run is still alive", p)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		poll.Until(t, 10*time.Second, fmt.Sprintf("process %d of the killed run ends", p), func() (bool, error) { return !alive(p), nil })
 	}
 	out, code = f.avfsCLI("run", "list", "--vault", "v")
 	var list messages.RunListResult

@@ -22,7 +22,8 @@ import (
 
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/dispatcher"
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 )
 
@@ -119,23 +120,21 @@ func confinedFleet(t *testing.T) workerHost {
 		}
 		detachMountsUnder(h.home)
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if s, err := dispatcher.Status(ctx, js); err == nil && len(s.Workers) == 1 {
-			return h
-		}
+	err = poll.For(30*time.Second, "the worker joins", func() (bool, error) {
 		select {
 		case <-exited:
 			t.Fatalf("avfs worker exited: %s", werr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			<-exited // werr is complete
-			t.Fatalf("worker never joined: %s", werr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		s, err := dispatcher.Status(ctx, js)
+		return err == nil && len(s.Workers) == 1, err
+	})
+	if err != nil {
+		cmd.Process.Kill()
+		<-exited // werr is complete
+		t.Fatalf("%v: %s", err, werr.String())
 	}
+	return h
 }
 
 // envWithout is this process's environment without the variables whose

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/dispatcher"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/worker"
@@ -50,7 +51,7 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 	orig := send.SpanContext.TraceID()
 	deadline := time.Now().Add(15 * time.Second)
 	var procs, routes []tracetest.SpanStub
-	for {
+	poll.For(time.Until(deadline), "two process spans", func() (bool, error) {
 		procs, routes = nil, nil
 		for _, s := range exp.GetSpans() {
 			if s.SpanContext.TraceID() != orig {
@@ -63,11 +64,8 @@ func TestRedeliveryAndReplayAreLinked(t *testing.T) {
 				routes = append(routes, s)
 			}
 		}
-		if len(procs) >= 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(procs) >= 2, nil
+	}) // (the counts are checked below, with what they are)
 	if len(procs) != 2 || len(routes) != 1 {
 		t.Fatalf("trace %s: %d process and %d route spans, want 2 and 1", orig, len(procs), len(routes))
 	}

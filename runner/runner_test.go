@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/policy"
 	"github.com/avfs/avfs/vault"
@@ -220,13 +221,12 @@ func TestTimeoutKillsGroup(t *testing.T) {
 	if !strings.HasPrefix(env.Stdout, "child ") {
 		t.Fatalf("output so far lost: %q", env.Stdout)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for pid := processWithArg(marker); pid != 0; pid = processWithArg(marker) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d (sleep %s) survived the timeout", pid, marker)
+	poll.Until(t, 10*time.Second, "the child ends with the timeout", func() (bool, error) {
+		if pid := processWithArg(marker); pid != 0 {
+			return false, fmt.Errorf("child %d (sleep %s) survived the timeout", pid, marker)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true, nil
+	})
 	if time.Since(start) > 30*time.Second {
 		t.Fatalf("timeout took %v", time.Since(start))
 	}

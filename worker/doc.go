@@ -28,7 +28,27 @@
 // → changes → envelope → audit) is runner's, which imports nothing of
 // worker and no NATS package.
 //
-// Lock order: a vault's reconcile lock (handoff.locks), then handoff.mu.
-// Server.mu and handoff.mu guard maps and are not held across a handled
-// request; the runner's locks (see package runner) are taken inside one.
+// Lock order (outermost first); no lock of this package is held across a
+// call into the core, where the runner's locks are taken (see runner):
+//
+//  1. A vault's queue: one goroutine drains it (Server.drain), so
+//     requests to one vault run one at a time. Not a mutex, but
+//     everything below may be taken while a vault's request runs.
+//  2. handoff.locks[k], a vault's reconcile lock: held across reconcile
+//     (head read, pull from the buckets, store writes), taken by before
+//     (from the queue, or from an approval grant beside it) and by
+//     servePush. Push jobs never take it: a push and a reconcile of one
+//     vault may overlap, and the head's compare-and-set (moveHead)
+//     orders them.
+//  3. handoff.mu: guards jobs, served, dirty, checked, locks, stopped and
+//     the bucket handles. Taken under a reconcile lock (reconcile checks
+//     checked again once it holds it), never the reverse; never held
+//     across I/O, a store call or a NATS call.
+//  4. The batch mutex of one pull or upload (local to it): a leaf.
+//
+// Leaves, each taken alone and never across I/O: Server.mu (queues, seen,
+// busy, directOff; put sends on a vault's queue under it, which the
+// queue's capacity keeps from blocking), catalog.mu (dirty, epochs),
+// peers.mu, the objects' mutex (transfer.go) and an output stream's
+// (output.go).
 package worker

@@ -21,9 +21,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/avfs/avfs/handler"
-	"github.com/avfs/avfs/internal/owners"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/node"
+	"github.com/avfs/avfs/owners"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/avfs/avfs/internal/embedded"
+	"github.com/avfs/avfs/embedded"
 	"github.com/avfs/avfs/messages"
 )
 

@@ -1,7 +1,3 @@
-// Package embedded runs an in-process nats-server with JetStream, the
-// engine behind `avfs serve` and the end-to-end tests, and creates the
-// streams and buckets the fleet needs (also used against an external
-// deployment by `avfs worker` and `avfs dispatcher`).
 package embedded
 
 import (
