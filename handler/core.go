@@ -46,8 +46,9 @@ type op struct {
 }
 
 // bind makes an op of fn: its args decode strictly into A, refusing text
-// that decoding would change (messages.ValidJSONText).
-func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any, error)) op {
+// that decoding would change (messages.ValidJSONText); its result is R
+// (any for an op whose result type varies), dropped when it fails.
+func bind[A, R any](fn func(ctx context.Context, req messages.Request, args A) (R, error)) op {
 	return op{
 		decode: func(req messages.Request) (any, error) {
 			var args A
@@ -71,7 +72,11 @@ func bind[A any](fn func(ctx context.Context, req messages.Request, args A) (any
 			if req.RequestID != "" {
 				ctx = context.WithValue(ctx, argsHashKey{}, HashArgs(args))
 			}
-			return fn(ctx, req, args)
+			res, err := fn(ctx, req, args)
+			if err != nil {
+				return nil, err
+			}
+			return res, nil
 		},
 	}
 }

@@ -134,9 +134,11 @@ func New(store *vault.Store, o Options) *Handler {
 	return h
 }
 
-// Register adds or replaces the implementation of op; the exec and
-// approval layers plug in this way without the handler importing them.
-func Register[A any](h *Handler, op messages.Op, fn func(ctx context.Context, req messages.Request, args A) (any, error)) {
+// Register adds or replaces the implementation of op, which takes args
+// of type A and returns a result of type R (the op's messages result
+// type); the exec and approval layers plug in this way without the
+// handler importing them.
+func Register[A, R any](h *Handler, op messages.Op, fn func(ctx context.Context, req messages.Request, args A) (R, error)) {
 	h.ops[op] = bind(fn)
 }
 
@@ -175,10 +177,10 @@ func (h *Handler) vault(req messages.Request) *vault.Vault {
 	return h.store.Vault(req.Namespace, req.Vault)
 }
 
-func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messages.VaultCreateArgs) (any, error) {
+func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messages.VaultCreateArgs) (messages.VaultResult, error) {
 	in, err := h.store.Create(ctx, req.Namespace, req.Vault, quota(a.Quota), meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.VaultResult{}, err
 	}
 	return messages.VaultResult{Vault: h.info(in)}, nil
 }
@@ -203,22 +205,22 @@ func (h *Handler) vaultInfo(ctx context.Context, req messages.Request, _ struct{
 	return messages.VaultResult{Vault: h.info(in)}, nil
 }
 
-func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a messages.VaultForkArgs) (any, error) {
+func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a messages.VaultForkArgs) (messages.ForkResult, error) {
 	if a.Target == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "fork needs a target vault name")
+		return messages.ForkResult{}, messages.Errorf(messages.CodeInvalidArgument, "fork needs a target vault name")
 	}
 	switch a.Placement {
 	case "", messages.PlacementSource, messages.PlacementSpread:
 	default:
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "placement %q: want %q or %q", a.Placement, messages.PlacementSource, messages.PlacementSpread)
+		return messages.ForkResult{}, messages.Errorf(messages.CodeInvalidArgument, "placement %q: want %q or %q", a.Placement, messages.PlacementSource, messages.PlacementSpread)
 	}
 	ttl, err := duration("ttl", a.TTL)
 	if err != nil {
-		return nil, err
+		return messages.ForkResult{}, err
 	}
 	res, err := h.store.ForkWith(ctx, req.Namespace, req.Vault, a.Target, vault.ForkOptions{Checkpoint: a.Checkpoint, TTL: ttl}, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.ForkResult{}, err
 	}
 	// The fork's Info as Fork built it: stored_bytes would walk the whole
 	// tree, which would make a fork as slow as the tree is large.
@@ -256,19 +258,19 @@ func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messa
 	return messages.TransferResult{Vault: h.info(res.Info), File: res.File, Bytes: res.Bytes}, nil
 }
 
-func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+func (h *Handler) vaultImport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (messages.TransferResult, error) {
 	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	if h.objects != nil {
 		return h.importObject(ctx, req, a.Object)
 	}
 	if a.File == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
+		return messages.TransferResult{}, messages.Errorf(messages.CodeInvalidArgument, "import needs a file")
 	}
 	res, err := h.store.Import(ctx, a.File, req.Namespace, req.Vault, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	return messages.TransferResult{Vault: h.info(res.Info), File: res.File, Bytes: res.Bytes}, nil
 }
@@ -578,7 +580,7 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 
 const tracerName = "github.com/avfs/avfs/handler"
 
-func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (messages.CheckpointResult, error) {
 	ctx, span := h.tracer.Tracer(tracerName).Start(ctx, "checkpoint.save", trace.WithAttributes(attribute.Bool("avfs.auto", false)))
 	defer span.End()
 	m := meta(ctx, req)
@@ -586,7 +588,7 @@ func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a me
 	c, err := h.vault(req).SaveCheckpoint(ctx, a.Name, a.Message, false, m)
 	if err != nil {
 		telemetry.Fail(span, err)
-		return nil, err
+		return messages.CheckpointResult{}, err
 	}
 	return messages.CheckpointResult{Checkpoint: checkpoint(c)}, nil
 }
@@ -603,13 +605,13 @@ func (h *Handler) checkpointList(ctx context.Context, req messages.Request, _ st
 	return out, nil
 }
 
-func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (messages.RestoreResult, error) {
 	ctx, span := h.tracer.Tracer(tracerName).Start(ctx, "checkpoint.restore")
 	defer span.End()
 	r, err := h.vault(req).RestoreCheckpoint(ctx, a.Name, meta(ctx, req))
 	if err != nil {
 		telemetry.Fail(span, err)
-		return nil, err
+		return messages.RestoreResult{}, err
 	}
 	// The checkpoint is known only once restored: link to the span that
 	// saved it, which may belong to a long finished trace.

@@ -11,16 +11,16 @@ import (
 	"github.com/avfs/avfs/vault"
 )
 
-func (h *Handler) vaultMerge(ctx context.Context, req messages.Request, a messages.VaultMergeArgs) (any, error) {
+func (h *Handler) vaultMerge(ctx context.Context, req messages.Request, a messages.VaultMergeArgs) (messages.MergeResult, error) {
 	return h.MergeAs(ctx, req, a, "")
 }
 
 // MergeAs serves vault.merge with local, this store's copy of the fork
 // under another name ("" = the fork's own): a fleet worker merges a fork
 // another worker owns from a copy it pulled. Results name the fork.
-func (h *Handler) MergeAs(ctx context.Context, req messages.Request, a messages.VaultMergeArgs, local string) (any, error) {
+func (h *Handler) MergeAs(ctx context.Context, req messages.Request, a messages.VaultMergeArgs, local string) (messages.MergeResult, error) {
 	if a.Fork == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "merge needs the fork to merge from")
+		return messages.MergeResult{}, messages.Errorf(messages.CodeInvalidArgument, "merge needs the fork to merge from")
 	}
 	if local == "" {
 		local = a.Fork
@@ -30,11 +30,11 @@ func (h *Handler) MergeAs(ctx context.Context, req messages.Request, a messages.
 	if errors.As(err, &ce) {
 		r := mergeResult(ce.Result)
 		r.Fork = a.Fork
-		return nil, &messages.Error{Code: messages.CodeMergeConflict, Message: strings.Replace(err.Error(), fmt.Sprintf("%q", local), fmt.Sprintf("%q", a.Fork), 1),
+		return messages.MergeResult{}, &messages.Error{Code: messages.CodeMergeConflict, Message: strings.Replace(err.Error(), fmt.Sprintf("%q", local), fmt.Sprintf("%q", a.Fork), 1),
 			Details: map[string]any{"into": r.Into, "fork": r.Fork, "fork_point": r.ForkPoint, "conflicts": r.Conflicts}}
 	}
 	if err != nil {
-		return nil, err
+		return messages.MergeResult{}, err
 	}
 	r := mergeResult(res)
 	r.Fork = a.Fork

@@ -154,26 +154,26 @@ func (h *Handler) exportObject(ctx context.Context, req messages.Request) (any, 
 
 // importObject imports the export the caller put in the namespace's
 // transfer bucket, then deletes it.
-func (h *Handler) importObject(ctx context.Context, req messages.Request, name string) (any, error) {
+func (h *Handler) importObject(ctx context.Context, req messages.Request, name string) (messages.TransferResult, error) {
 	if name == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "vault.import needs the object holding the export")
+		return messages.TransferResult{}, messages.Errorf(messages.CodeInvalidArgument, "vault.import needs the object holding the export")
 	}
 	if err := objectOf(req, name); err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, name)
 	dir, err := os.MkdirTemp("", "avfs-import-")
 	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
+		return messages.TransferResult{}, fmt.Errorf("import: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "vault.avfs")
 	if err := h.fetch(ctx, req.Namespace, name, file); err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	res, err := h.store.Import(ctx, file, req.Namespace, req.Vault, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	return messages.TransferResult{Vault: h.info(res.Info), Bytes: res.Bytes}, nil
 }

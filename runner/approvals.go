@@ -83,10 +83,10 @@ func (r *Runner) approvalList(ctx context.Context, req messages.Request, _ struc
 	return out, nil
 }
 
-func (r *Runner) approvalShow(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (any, error) {
+func (r *Runner) approvalShow(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (messages.ApprovalResult, error) {
 	a, err := r.approval(ctx, req.Namespace, args.ID)
 	if err != nil {
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	w, err := r.wireApproval(a)
 	return messages.ApprovalResult{Approval: w}, err
@@ -96,27 +96,27 @@ func (r *Runner) approvalShow(ctx context.Context, req messages.Request, args me
 // transition is atomic, so a second grant finds it no longer pending. Its
 // envelope is stored with the approval and under the original request id,
 // so an agent retrying that request receives it.
-func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (any, error) {
+func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (messages.ApprovalResult, error) {
 	a, err := r.approval(ctx, req.Namespace, args.ID)
 	if err != nil {
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	if a.Status == "pending" && r.now().After(a.ExpiresAt) {
 		r.store.TransitionApproval(ctx, a.ID, "pending", "expired", "")
-		return nil, messages.Errorf(messages.CodeApprovalExpired, "approval %s expired at %s", a.ID, a.ExpiresAt.Format(time.RFC3339))
+		return messages.ApprovalResult{}, messages.Errorf(messages.CodeApprovalExpired, "approval %s expired at %s", a.ID, a.ExpiresAt.Format(time.RFC3339))
 	}
 	if a.Status == "expired" {
-		return nil, messages.Errorf(messages.CodeApprovalExpired, "approval %s expired at %s", a.ID, a.ExpiresAt.Format(time.RFC3339))
+		return messages.ApprovalResult{}, messages.Errorf(messages.CodeApprovalExpired, "approval %s expired at %s", a.ID, a.ExpiresAt.Format(time.RFC3339))
 	}
 	if _, err := r.store.TransitionApproval(ctx, a.ID, "pending", "running", args.Reason); err != nil {
 		if errors.Is(err, vault.ErrConflict) {
-			return nil, messages.Errorf(messages.CodeConflict, "approval %s is %s, not pending", a.ID, a.Status)
+			return messages.ApprovalResult{}, messages.Errorf(messages.CodeConflict, "approval %s is %s, not pending", a.ID, a.Status)
 		}
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	var h held
 	if err := json.Unmarshal(a.Request, &h); err != nil {
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	h.Request.Actor = h.Request.Actor + " (approved by " + req.Actor + ")"
 	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.granted", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)})
@@ -126,26 +126,26 @@ func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args m
 		a.Result, _ = json.Marshal(env)
 	}
 	if err := r.store.PutApproval(context.WithoutCancel(ctx), a); err != nil {
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	if runErr != nil {
-		return nil, runErr
+		return messages.ApprovalResult{}, runErr
 	}
 	w, err := r.wireApproval(a)
 	return messages.ApprovalResult{Approval: w}, err
 }
 
-func (r *Runner) approvalDeny(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (any, error) {
+func (r *Runner) approvalDeny(ctx context.Context, req messages.Request, args messages.ApprovalArgs) (messages.ApprovalResult, error) {
 	a, err := r.approval(ctx, req.Namespace, args.ID)
 	if err != nil {
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	a, err = r.store.TransitionApproval(ctx, a.ID, "pending", "denied", args.Reason)
 	if err != nil {
 		if errors.Is(err, vault.ErrConflict) {
-			return nil, messages.Errorf(messages.CodeConflict, "approval %s is %s, not pending", a.ID, a.Status)
+			return messages.ApprovalResult{}, messages.Errorf(messages.CodeConflict, "approval %s is %s, not pending", a.ID, a.Status)
 		}
-		return nil, err
+		return messages.ApprovalResult{}, err
 	}
 	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.denied", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)})
 	w, err := r.wireApproval(a)

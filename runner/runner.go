@@ -101,9 +101,7 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 // Register plugs exec, approvals and policy checks into h, and keeps
 // mounts coherent with changes made through h's other operations.
 func (r *Runner) Register(h *handler.Handler) {
-	handler.Register(h, messages.OpExec, func(ctx context.Context, req messages.Request, a messages.ExecArgs) (any, error) {
-		return r.Exec(ctx, req, a)
-	})
+	handler.Register(h, messages.OpExec, r.Exec)
 	handler.Register(h, messages.OpPolicyCheck, func(ctx context.Context, req messages.Request, a messages.PolicyCheckArgs) (any, error) {
 		d, err := r.decide(a.Argv, a.Shell, "")
 		if err != nil {

@@ -26,20 +26,20 @@ import (
 
 // mergeOp serves vault.merge (it replaces the handler's own, which it
 // calls).
-func (s *Server) mergeOp(ctx context.Context, req messages.Request, a messages.VaultMergeArgs) (any, error) {
+func (s *Server) mergeOp(ctx context.Context, req messages.Request, a messages.VaultMergeArgs) (messages.MergeResult, error) {
 	if a.Fork == "" || !messages.ValidName(a.Fork) || a.Fork == req.Vault {
 		return s.h.MergeAs(ctx, req, a, "") // the handler answers the bad request
 	}
 	o, known, err := s.owned.Get(ctx, req.Namespace, a.Fork)
 	if err != nil {
-		return nil, messages.Errorf(messages.CodeUnavailable, "owner of vault %q: %v; retry", a.Fork, err)
+		return messages.MergeResult{}, messages.Errorf(messages.CodeUnavailable, "owner of vault %q: %v; retry", a.Fork, err)
 	}
 	if !known || o.Worker == s.id {
 		return s.h.MergeAs(ctx, req, a, "")
 	}
 	local, err := s.ho.fetchCopy(ctx, req.Namespace, a.Fork, o.Worker)
 	if err != nil {
-		return nil, err
+		return messages.MergeResult{}, err
 	}
 	defer func() {
 		if err := s.store.Delete(context.WithoutCancel(ctx), req.Namespace, local, vault.Meta{Actor: "worker:" + s.id}); err != nil {
