@@ -146,10 +146,14 @@ func openNode(t testing.TB, o node.Options) *node.Node {
 // serveStore runs worker id on nc over store st (under home) until stop
 // is called or the test ends; st stays open. The worker is composed as
 // `avfs worker` composes it (worker.Open).
-func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
+func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider, opts ...func(*worker.ServeOptions)) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
-	m, err := worker.Open(ctx, nc, worker.Options{Node: nodeOptions(home, id, st, tp, mp), Serve: worker.ServeOptions{ID: id, Tracer: tp}})
+	o := worker.ServeOptions{ID: id, Tracer: tp}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	m, err := worker.Open(ctx, nc, worker.Options{Node: nodeOptions(home, id, st, tp, mp), Serve: o})
 	if err != nil {
 		t.Fatal(err)
 	}
