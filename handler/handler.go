@@ -185,10 +185,10 @@ func (h *Handler) vaultCreate(ctx context.Context, req messages.Request, a messa
 	return messages.VaultResult{Vault: h.info(in)}, nil
 }
 
-func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{}) (messages.VaultListResult, error) {
 	ins, err := h.store.List(ctx, req.Namespace)
 	if err != nil {
-		return nil, err
+		return messages.VaultListResult{}, err
 	}
 	out := messages.VaultListResult{Vaults: make([]messages.VaultInfo, len(ins))}
 	for i, in := range ins {
@@ -197,10 +197,10 @@ func (h *Handler) vaultList(ctx context.Context, req messages.Request, _ struct{
 	return out, nil
 }
 
-func (h *Handler) vaultInfo(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+func (h *Handler) vaultInfo(ctx context.Context, req messages.Request, _ struct{}) (messages.VaultResult, error) {
 	in, err := h.vault(req).Info(ctx)
 	if err != nil {
-		return nil, err
+		return messages.VaultResult{}, err
 	}
 	return messages.VaultResult{Vault: h.info(in)}, nil
 }
@@ -227,33 +227,33 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 	return messages.ForkResult{Vault: h.info(res.Info), Source: res.Source, DurationMS: float64(res.Duration.Microseconds()) / 1000}, nil
 }
 
-func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, a messages.VaultDeleteArgs) (any, error) {
+func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, a messages.VaultDeleteArgs) (messages.DeletedResult, error) {
 	del := h.store.Delete
 	if a.IfExpired {
 		del = h.store.DeleteExpired
 	}
 	if err := del(ctx, req.Namespace, req.Vault, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.DeletedResult{}, err
 	}
 	return messages.DeletedResult{Deleted: req.Vault}, nil
 }
 
-func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (any, error) {
+func (h *Handler) vaultExport(ctx context.Context, req messages.Request, a messages.VaultTransferArgs) (messages.TransferResult, error) {
 	if err := h.transferArgs(req.Op, a.File, a.Object); err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	if h.objects != nil {
 		if a.Object != "" {
-			return nil, messages.Errorf(messages.CodeInvalidArgument, "vault.export names its own object; it takes no args through a fleet")
+			return messages.TransferResult{}, messages.Errorf(messages.CodeInvalidArgument, "vault.export names its own object; it takes no args through a fleet")
 		}
 		return h.exportObject(ctx, req)
 	}
 	if a.File == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "export needs a file")
+		return messages.TransferResult{}, messages.Errorf(messages.CodeInvalidArgument, "export needs a file")
 	}
 	res, err := h.store.Export(ctx, req.Namespace, req.Vault, a.File)
 	if err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	return messages.TransferResult{Vault: h.info(res.Info), File: res.File, Bytes: res.Bytes}, nil
 }
@@ -287,34 +287,34 @@ func ParseMode(s string) (fs.FileMode, error) {
 	return vault.FileMode(uint32(m)), nil
 }
 
-func (h *Handler) write(ctx context.Context, req messages.Request, a messages.WriteArgs) (any, error) {
+func (h *Handler) write(ctx context.Context, req messages.Request, a messages.WriteArgs) (messages.WriteResult, error) {
 	mode, err := ParseMode(a.Mode)
 	if err != nil {
-		return nil, err
+		return messages.WriteResult{}, err
 	}
 	o := vault.WriteOptions{Mode: mode, Append: a.Append, Parents: a.Parents}
 	if err := h.transferArgs(req.Op, "", a.ContentObject); err != nil {
-		return nil, err
+		return messages.WriteResult{}, err
 	}
 	if a.ContentObject != "" {
 		return h.writeObject(ctx, req, a, o)
 	}
 	r, err := h.vault(req).WriteFile(ctx, a.Path, a.Content, o, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.WriteResult{}, err
 	}
 	return messages.WriteResult{Path: r.Path, Size: r.Size, Created: r.Created}, nil
 }
 
-func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (any, error) {
+func (h *Handler) writeBatch(ctx context.Context, req messages.Request, a messages.WriteBatchArgs) (messages.BatchResult, error) {
 	start := time.Now()
 	for _, f := range a.Files {
 		if err := h.transferArgs(req.Op, "", f.ContentObject); err != nil {
-			return nil, err
+			return messages.BatchResult{}, err
 		}
 		if f.ContentObject != "" {
 			if err := objectOf(req, f.ContentObject); err != nil {
-				return nil, err
+				return messages.BatchResult{}, err
 			}
 			defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, f.ContentObject)
 		}
@@ -391,21 +391,21 @@ func parentPath(p string) string {
 	return p[:i]
 }
 
-func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.CatArgs) (any, error) {
+func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.CatArgs) (messages.CatResult, error) {
 	if h.maxReply > 0 {
 		// Content that cannot fit a reply is never read into memory:
 		// it goes through the transfer bucket, or is refused at once.
 		e, err := h.vault(req).Stat(ctx, a.Path)
 		if err == nil && e.Kind == vault.KindFile && e.Size > int64(h.maxReply) {
 			if !a.Object {
-				return nil, h.tooLarge(e.Path, e.Size)
+				return messages.CatResult{}, h.tooLarge(e.Path, e.Size)
 			}
 			return h.catObject(ctx, req, a)
 		}
 	}
 	data, e, err := h.vault(req).ReadFile(ctx, a.Path)
 	if err != nil {
-		return nil, err
+		return messages.CatResult{}, err
 	}
 	out := messages.CatResult{Path: e.Path, Size: e.Size}
 	if utf8.Valid(data) {
@@ -417,7 +417,7 @@ func (h *Handler) cat(ctx context.Context, req messages.Request, a messages.CatA
 	}
 	if n, ok := h.catFits(out); !ok {
 		if !a.Object {
-			return nil, h.tooLarge("the file.cat result", n)
+			return messages.CatResult{}, h.tooLarge("the file.cat result", n)
 		}
 		return h.catObject(ctx, req, a)
 	}
@@ -432,7 +432,7 @@ func (h *Handler) stat(ctx context.Context, req messages.Request, a messages.Pat
 	return entry(e), nil
 }
 
-func (h *Handler) ls(ctx context.Context, req messages.Request, a messages.LsArgs) (any, error) {
+func (h *Handler) ls(ctx context.Context, req messages.Request, a messages.LsArgs) (messages.LsResult, error) {
 	if a.Path == "" {
 		a.Path = "/"
 	}
@@ -466,29 +466,29 @@ func (h *Handler) ls(ctx context.Context, req messages.Request, a messages.LsArg
 		return walk(e.Path)
 	})
 	if err != nil {
-		return nil, err
+		return messages.LsResult{}, err
 	}
 	return out, nil
 }
 
-func (h *Handler) mkdir(ctx context.Context, req messages.Request, a messages.MkdirArgs) (any, error) {
+func (h *Handler) mkdir(ctx context.Context, req messages.Request, a messages.MkdirArgs) (messages.PathResult, error) {
 	mode, err := ParseMode(a.Mode)
 	if err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	if err := h.vault(req).Mkdir(ctx, a.Path, mode, a.Parents, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	return messages.PathResult{Path: a.Path}, nil
 }
 
-func (h *Handler) rm(ctx context.Context, req messages.Request, a messages.RmArgs) (any, error) {
+func (h *Handler) rm(ctx context.Context, req messages.Request, a messages.RmArgs) (messages.PathResult, error) {
 	err := h.vault(req).Remove(ctx, a.Path, vault.RemoveOptions{Recursive: a.Recursive}, meta(ctx, req))
 	if a.Force && isNotFound(err) {
 		return messages.PathResult{Path: a.Path, Removed: false}, nil
 	}
 	if err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	return messages.PathResult{Path: a.Path, Removed: true}, nil
 }
@@ -497,23 +497,23 @@ func isNotFound(err error) bool {
 	return err != nil && ToError(err).Code == messages.CodeNotFound
 }
 
-func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+func (h *Handler) mv(ctx context.Context, req messages.Request, a messages.MoveArgs) (messages.PathResult, error) {
 	if err := h.vault(req).Rename(ctx, a.Src, a.Dst, vault.RenameOptions{}, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
 }
 
-func (h *Handler) ln(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+func (h *Handler) ln(ctx context.Context, req messages.Request, a messages.MoveArgs) (messages.PathResult, error) {
 	if err := h.vault(req).Link(ctx, a.Src, a.Dst, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
 }
 
-func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveArgs) (any, error) {
+func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveArgs) (messages.PathResult, error) {
 	if err := h.vault(req).Copy(ctx, a.Src, a.Dst, a.Recursive, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.PathResult{}, err
 	}
 	return messages.PathResult{Path: a.Dst, From: a.Src}, nil
 }
@@ -521,7 +521,7 @@ func (h *Handler) cp(ctx context.Context, req messages.Request, a messages.MoveA
 // readTree returns a page of the subtree at a.Path, depth first in name
 // order, with file contents, for bulk export. The cursor (After, Next) is
 // the number of entries already returned.
-func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages.ReadTreeArgs) (any, error) {
+func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages.ReadTreeArgs) (messages.ReadTreeResult, error) {
 	if a.Path == "" {
 		a.Path = "/"
 	}
@@ -529,7 +529,7 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 	if a.After != "" {
 		n, err := strconv.Atoi(a.After)
 		if err != nil || n < 0 {
-			return nil, messages.Errorf(messages.CodeInvalidArgument, "read_tree cursor %q", a.After)
+			return messages.ReadTreeResult{}, messages.Errorf(messages.CodeInvalidArgument, "read_tree cursor %q", a.After)
 		}
 		skip = n
 	}
@@ -573,7 +573,7 @@ func (h *Handler) readTree(ctx context.Context, req messages.Request, a messages
 		return walk(a.Path)
 	})
 	if err != nil && !errors.Is(err, errFull) {
-		return nil, err
+		return messages.ReadTreeResult{}, err
 	}
 	return out, nil
 }
@@ -593,10 +593,10 @@ func (h *Handler) checkpointSave(ctx context.Context, req messages.Request, a me
 	return messages.CheckpointResult{Checkpoint: checkpoint(c)}, nil
 }
 
-func (h *Handler) checkpointList(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+func (h *Handler) checkpointList(ctx context.Context, req messages.Request, _ struct{}) (messages.CheckpointListResult, error) {
 	cs, err := h.vault(req).Checkpoints(ctx)
 	if err != nil {
-		return nil, err
+		return messages.CheckpointListResult{}, err
 	}
 	out := messages.CheckpointListResult{Checkpoints: make([]messages.Checkpoint, len(cs))}
 	for i, c := range cs {
@@ -621,20 +621,20 @@ func (h *Handler) checkpointRestore(ctx context.Context, req messages.Request, a
 	return messages.RestoreResult{Checkpoint: checkpoint(r.Checkpoint), Changes: Changes(r.Changes), Direction: messages.RestoreUndone}, nil
 }
 
-func (h *Handler) checkpointDelete(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (any, error) {
+func (h *Handler) checkpointDelete(ctx context.Context, req messages.Request, a messages.CheckpointArgs) (messages.DeletedResult, error) {
 	if err := h.vault(req).DeleteCheckpoint(ctx, a.Name, meta(ctx, req)); err != nil {
-		return nil, err
+		return messages.DeletedResult{}, err
 	}
 	return messages.DeletedResult{Deleted: a.Name}, nil
 }
 
-func (h *Handler) checkpointDiff(ctx context.Context, req messages.Request, a messages.DiffArgs) (any, error) {
+func (h *Handler) checkpointDiff(ctx context.Context, req messages.Request, a messages.DiffArgs) (messages.DiffResult, error) {
 	if a.From == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "diff needs a checkpoint to compare from")
+		return messages.DiffResult{}, messages.Errorf(messages.CodeInvalidArgument, "diff needs a checkpoint to compare from")
 	}
 	c, err := h.vault(req).Diff(ctx, a.From, a.To)
 	if err != nil {
-		return nil, err
+		return messages.DiffResult{}, err
 	}
 	to := a.To
 	if to == "" {
@@ -643,10 +643,10 @@ func (h *Handler) checkpointDiff(ctx context.Context, req messages.Request, a me
 	return messages.DiffResult{From: a.From, To: to, Changes: Changes(c)}, nil
 }
 
-func (h *Handler) quotaGet(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+func (h *Handler) quotaGet(ctx context.Context, req messages.Request, _ struct{}) (messages.QuotaResult, error) {
 	q, u, err := h.vault(req).Quota(ctx)
 	if err != nil {
-		return nil, err
+		return messages.QuotaResult{}, err
 	}
 	return messages.QuotaResult{Quota: quotaArgs(q), Usage: messages.Usage{Bytes: u.Bytes, Files: u.Files, UniqueBytes: u.UniqueBytes}, Mode: u.Mode}, nil
 }
@@ -688,14 +688,14 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, messages.Errorf(messages.CodeInvalidArgument, "since %q: want an RFC 3339 time or a duration like 15m", s)
 }
 
-func (h *Handler) audit(ctx context.Context, req messages.Request, a messages.AuditArgs) (any, error) {
+func (h *Handler) audit(ctx context.Context, req messages.Request, a messages.AuditArgs) (messages.AuditResult, error) {
 	since, err := ParseSince(a.Since, time.Now())
 	if err != nil {
-		return nil, err
+		return messages.AuditResult{}, err
 	}
 	evs, err := h.vault(req).Audit(ctx, vault.AuditFilter{Since: since, Action: a.Action, Path: a.Path, Limit: a.Limit, AfterID: a.AfterID})
 	if err != nil {
-		return nil, err
+		return messages.AuditResult{}, err
 	}
 	out := messages.AuditResult{Events: make([]messages.AuditEvent, len(evs))}
 	for i, e := range evs {

@@ -28,13 +28,13 @@ func fileVersion(v vault.Version) messages.FileVersion {
 	return messages.FileVersion{Version: v.Version, Size: v.Size, CreatedAt: rfc3339(v.CreatedAt), Hash: v.Hash}
 }
 
-func (h *Handler) historyLog(ctx context.Context, req messages.Request, a messages.HistoryLogArgs) (any, error) {
+func (h *Handler) historyLog(ctx context.Context, req messages.Request, a messages.HistoryLogArgs) (messages.HistoryLogResult, error) {
 	if a.Limit < 0 {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "limit %d: want 0 (all) or more", a.Limit)
+		return messages.HistoryLogResult{}, messages.Errorf(messages.CodeInvalidArgument, "limit %d: want 0 (all) or more", a.Limit)
 	}
 	vs, err := h.vault(req).Versions(ctx, a.Path, a.Limit)
 	if err != nil {
-		return nil, err
+		return messages.HistoryLogResult{}, err
 	}
 	p, _ := cleanPath(a.Path)
 	out := messages.HistoryLogResult{Path: p, Versions: make([]messages.FileVersion, len(vs))}
@@ -61,35 +61,35 @@ func catResult(p string, data []byte) messages.CatResult {
 	return out
 }
 
-func (h *Handler) historyCat(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (any, error) {
+func (h *Handler) historyCat(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (messages.HistoryCatResult, error) {
 	data, v, err := h.vault(req).ReadVersion(ctx, a.Path, a.Version)
 	if err != nil {
-		return nil, err
+		return messages.HistoryCatResult{}, err
 	}
 	p, _ := cleanPath(a.Path)
 	return messages.HistoryCatResult{CatResult: catResult(p, data), Version: v.Version}, nil
 }
 
-func (h *Handler) historyCheckout(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (any, error) {
+func (h *Handler) historyCheckout(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (messages.HistoryWriteResult, error) {
 	if a.Version <= 0 {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "checkout needs a version (-v N)")
+		return messages.HistoryWriteResult{}, messages.Errorf(messages.CodeInvalidArgument, "checkout needs a version (-v N)")
 	}
 	w, v, err := h.vault(req).Checkout(ctx, a.Path, a.Version, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.HistoryWriteResult{}, err
 	}
 	return messages.HistoryWriteResult{Path: w.Path, Size: w.Size, Version: v.Version}, nil
 }
 
-func (h *Handler) historyRevert(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (any, error) {
+func (h *Handler) historyRevert(ctx context.Context, req messages.Request, a messages.HistoryVersionArgs) (messages.HistoryWriteResult, error) {
 	w, v, err := h.vault(req).Revert(ctx, a.Path, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.HistoryWriteResult{}, err
 	}
 	return messages.HistoryWriteResult{Path: w.Path, Size: w.Size, Version: v.Version}, nil
 }
 
-func (h *Handler) historyDiff(ctx context.Context, req messages.Request, a messages.HistoryDiffArgs) (any, error) {
+func (h *Handler) historyDiff(ctx context.Context, req messages.Request, a messages.HistoryDiffArgs) (messages.HistoryDiffResult, error) {
 	p2, v1 := a.Path2, a.V1
 	if p2 == "" {
 		p2 = a.Path
@@ -147,14 +147,14 @@ func side(tx *vault.Tx, p string, n int64) ([]byte, string, error) {
 	return data, c + "@v" + strconv.FormatInt(v.Version, 10), nil
 }
 
-func (h *Handler) historyPrune(ctx context.Context, req messages.Request, a messages.HistoryPruneArgs) (any, error) {
+func (h *Handler) historyPrune(ctx context.Context, req messages.Request, a messages.HistoryPruneArgs) (messages.HistoryPruneResult, error) {
 	age, err := duration("older_than", a.OlderThan)
 	if err != nil {
-		return nil, err
+		return messages.HistoryPruneResult{}, err
 	}
 	r, err := h.vault(req).Prune(ctx, a.Keep, age, a.DryRun, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.HistoryPruneResult{}, err
 	}
 	return messages.HistoryPruneResult{Versions: r.Versions, Paths: r.Paths, DryRun: r.DryRun}, nil
 }

@@ -22,12 +22,12 @@ func (h *Handler) exportDir(ctx context.Context, req messages.Request, a message
 
 // hostDir serves an op that names a host directory: in-process only, as
 // vault.import's file is (transferArgs).
-func (h *Handler) hostDir(op messages.Op, a messages.HostDirArgs, fn func(vaultPath string) (vault.HostDirStats, error)) (any, error) {
+func (h *Handler) hostDir(op messages.Op, a messages.HostDirArgs, fn func(vaultPath string) (vault.HostDirStats, error)) (messages.BatchResult, error) {
 	if err := h.transferArgs(op, a.HostDir, ""); err != nil {
-		return nil, err
+		return messages.BatchResult{}, err
 	}
 	if a.HostDir == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "needs a host directory")
+		return messages.BatchResult{}, messages.Errorf(messages.CodeInvalidArgument, "needs a host directory")
 	}
 	if a.Path == "" {
 		a.Path = "/"
@@ -35,7 +35,7 @@ func (h *Handler) hostDir(op messages.Op, a messages.HostDirArgs, fn func(vaultP
 	start := time.Now()
 	st, err := fn(a.Path)
 	if err != nil {
-		return nil, err
+		return messages.BatchResult{}, err
 	}
 	return messages.BatchResult{Files: st.Files, Dirs: st.Dirs, Bytes: st.Bytes, DurationMS: float64(time.Since(start).Microseconds()) / 1000}, nil
 }

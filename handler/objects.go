@@ -76,19 +76,19 @@ func resultID(req messages.Request, what string) string {
 
 // writeObject writes file.write content from an object, streaming it
 // into the vault, and deletes the object afterwards, whatever happened.
-func (h *Handler) writeObject(ctx context.Context, req messages.Request, a messages.WriteArgs, o vault.WriteOptions) (any, error) {
+func (h *Handler) writeObject(ctx context.Context, req messages.Request, a messages.WriteArgs, o vault.WriteOptions) (messages.WriteResult, error) {
 	if len(a.Content) > 0 {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "file.write: content and content_object both set")
+		return messages.WriteResult{}, messages.Errorf(messages.CodeInvalidArgument, "file.write: content and content_object both set")
 	}
 	if err := objectOf(req, a.ContentObject); err != nil {
-		return nil, err
+		return messages.WriteResult{}, err
 	}
 	defer h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, a.ContentObject)
 	r, err := h.vault(req).WriteFrom(ctx, a.Path, func() (io.ReadCloser, error) {
 		return h.objects.Open(ctx, req.Namespace, a.ContentObject)
 	}, o, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.WriteResult{}, err
 	}
 	return messages.WriteResult{Path: r.Path, Size: r.Size, Created: r.Created}, nil
 }
@@ -104,7 +104,7 @@ func (h *Handler) catFits(out messages.CatResult) (int64, bool) {
 
 // catObject puts file a.Path in the namespace's transfer bucket, read
 // from one snapshot of the vault, and names it.
-func (h *Handler) catObject(ctx context.Context, req messages.Request, a messages.CatArgs) (any, error) {
+func (h *Handler) catObject(ctx context.Context, req messages.Request, a messages.CatArgs) (messages.CatResult, error) {
 	name := resultID(req, "cat")
 	pr, pw := io.Pipe()
 	var e vault.Entry
@@ -120,34 +120,34 @@ func (h *Handler) catObject(ctx context.Context, req messages.Request, a message
 	<-done
 	if rerr != nil {
 		h.objects.Delete(context.WithoutCancel(ctx), req.Namespace, name)
-		return nil, rerr
+		return messages.CatResult{}, rerr
 	}
 	if err != nil {
-		return nil, err
+		return messages.CatResult{}, err
 	}
 	return messages.CatResult{Path: e.Path, Size: e.Size, Object: &ref}, nil
 }
 
 // exportObject exports the vault to a file of the worker's own and puts
 // it in the namespace's transfer bucket for the caller to fetch.
-func (h *Handler) exportObject(ctx context.Context, req messages.Request) (any, error) {
+func (h *Handler) exportObject(ctx context.Context, req messages.Request) (messages.TransferResult, error) {
 	dir, err := os.MkdirTemp("", "avfs-export-")
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return messages.TransferResult{}, fmt.Errorf("export: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	res, err := h.store.Export(ctx, req.Namespace, req.Vault, filepath.Join(dir, "vault.avfs"))
 	if err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	f, err := os.Open(res.File)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return messages.TransferResult{}, fmt.Errorf("export: %w", err)
 	}
 	defer f.Close()
 	ref, err := h.objects.Put(ctx, req.Namespace, resultID(req, "export"), f)
 	if err != nil {
-		return nil, err
+		return messages.TransferResult{}, err
 	}
 	return messages.TransferResult{Vault: h.info(res.Info), Bytes: res.Bytes, Object: &ref}, nil
 }

@@ -37,13 +37,13 @@ func (h *Handler) labelsGet(ctx context.Context, req messages.Request, a message
 	return labelsResult(p, l), nil
 }
 
-func (h *Handler) search(ctx context.Context, req messages.Request, a messages.SearchArgs) (any, error) {
+func (h *Handler) search(ctx context.Context, req messages.Request, a messages.SearchArgs) (messages.SearchResult, error) {
 	if a.Query == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "search needs a query")
+		return messages.SearchResult{}, messages.Errorf(messages.CodeInvalidArgument, "search needs a query")
 	}
 	hits, err := h.vault(req).Search(ctx, a.Query, a.Limit)
 	if err != nil {
-		return nil, err
+		return messages.SearchResult{}, err
 	}
 	out := messages.SearchResult{Query: a.Query, Hits: make([]messages.SearchHit, len(hits))}
 	for i, x := range hits {
@@ -52,24 +52,24 @@ func (h *Handler) search(ctx context.Context, req messages.Request, a messages.S
 	return out, nil
 }
 
-func (h *Handler) reindex(ctx context.Context, req messages.Request, _ struct{}) (any, error) {
+func (h *Handler) reindex(ctx context.Context, req messages.Request, _ struct{}) (messages.ReindexResult, error) {
 	n, err := h.vault(req).Reindex(ctx, meta(ctx, req))
 	if err != nil {
-		return nil, err
+		return messages.ReindexResult{}, err
 	}
 	return messages.ReindexResult{Files: n}, nil
 }
 
-func (h *Handler) grep(ctx context.Context, req messages.Request, a messages.GrepArgs) (any, error) {
+func (h *Handler) grep(ctx context.Context, req messages.Request, a messages.GrepArgs) (messages.GrepResult, error) {
 	if a.Pattern == "" {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "grep needs a pattern")
+		return messages.GrepResult{}, messages.Errorf(messages.CodeInvalidArgument, "grep needs a pattern")
 	}
 	if a.Path == "" {
 		a.Path = "/"
 	}
 	ms, cut, err := h.vault(req).Grep(ctx, a.Pattern, a.Path, vault.GrepOptions{IgnoreCase: a.IgnoreCase, Limit: a.Limit})
 	if err != nil {
-		return nil, err
+		return messages.GrepResult{}, err
 	}
 	out := messages.GrepResult{Matches: make([]messages.GrepMatch, len(ms)), Truncated: cut}
 	for i, m := range ms {
@@ -78,7 +78,7 @@ func (h *Handler) grep(ctx context.Context, req messages.Request, a messages.Gre
 	return out, nil
 }
 
-func (h *Handler) find(ctx context.Context, req messages.Request, a messages.FindArgs) (any, error) {
+func (h *Handler) find(ctx context.Context, req messages.Request, a messages.FindArgs) (messages.FindResult, error) {
 	if a.Path == "" {
 		a.Path = "/"
 	}
@@ -92,14 +92,14 @@ func (h *Handler) find(ctx context.Context, req messages.Request, a messages.Fin
 	case "l", "symlink":
 		o.Kind = vault.KindSymlink
 	default:
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "find --type %q: want f, d or l", a.Type)
+		return messages.FindResult{}, messages.Errorf(messages.CodeInvalidArgument, "find --type %q: want f, d or l", a.Type)
 	}
 	if a.Depth < 0 || a.MinSize < 0 || a.MaxSize < 0 {
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "find: depth and sizes must not be negative")
+		return messages.FindResult{}, messages.Errorf(messages.CodeInvalidArgument, "find: depth and sizes must not be negative")
 	}
 	es, err := h.vault(req).Find(ctx, a.Path, o)
 	if err != nil {
-		return nil, err
+		return messages.FindResult{}, err
 	}
 	p, _ := cleanPath(a.Path)
 	out := messages.FindResult{Path: p, Entries: make([]messages.Entry, len(es))}
