@@ -4,7 +4,8 @@ package messages
 // buckets:
 //
 //   - BucketChunks (KV): one content chunk (at most 64 KiB) per key, the
-//     hex SHA-256 of its data. Written once (KV create), never changed:
+//     hex SHA-256 of its data. Written once (KV create; rewritten with
+//     the same bytes only while a chunk sweep runs, worker/chunkgc.go):
 //     any worker that needs the chunk reads it, and one that has it never
 //     sends it again. A KV get is one round trip (direct get); an
 //     object-store get sets up a consumer per object, which made fetching

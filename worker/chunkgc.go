@@ -158,12 +158,12 @@ const chunkGCDeadline = 30 * time.Minute
 // references (LiveChunks), safe against concurrent pushes, pulls and
 // forks (see the top of this file). It refuses to run while another sweep
 // is deleting.
-func CollectChunks(ctx context.Context, js jetstream.JetStream, o ChunkGCOptions) (messages.ChunkGCResult, error) {
+func CollectChunks(ctx context.Context, js jetstream.JetStream, o ChunkGCOptions) (res messages.ChunkGCResult, err error) {
 	start := time.Now()
 	if o.Settle <= 0 {
 		o.Settle = DefaultChunkGCSettle
 	}
-	res := messages.ChunkGCResult{DryRun: o.DryRun}
+	res.DryRun = o.DryRun
 	kv, err := js.KeyValue(ctx, messages.BucketChunks)
 	if err != nil {
 		return res, fmt.Errorf("bucket %s: %w", messages.BucketChunks, err)
@@ -187,6 +187,18 @@ func CollectChunks(ctx context.Context, js jetstream.JetStream, o ChunkGCOptions
 		if rev, err = writeGCState(ctx, kv, next, rev); err != nil {
 			return res, messages.Errorf(messages.CodeConflict, "another chunk sweep started: %v", err)
 		}
+		defer func() {
+			// Done, failed or cancelled: some chunks may be gone, so the
+			// next generation begins. Left as it is when even this
+			// fails, the state expires at Until and means the same.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if _, werr := writeGCState(cctx, kv, gcState{Gen: gen + 1, By: o.By, Since: since}, rev); werr != nil && err == nil {
+				err = fmt.Errorf("gc state: %w", werr)
+			}
+			res.Generation = gen + 1
+			res.DurationMS = time.Since(start).Milliseconds()
+		}()
 		t := time.NewTimer(o.Settle)
 		select {
 		case <-ctx.Done():
@@ -229,17 +241,6 @@ func CollectChunks(ctx context.Context, js jetstream.JetStream, o ChunkGCOptions
 		}
 		return nil
 	})
-	if !o.DryRun {
-		// Done (or failed part way): either way some chunks may be gone,
-		// so the next generation begins. Left as it is when even this
-		// fails, the state expires at Until and means the same.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, werr := writeGCState(cctx, kv, gcState{Gen: gen + 1, By: o.By, Since: since}, rev); werr != nil && err == nil {
-			err = fmt.Errorf("gc state: %w", werr)
-		}
-		res.Generation = gen + 1
-	}
 	res.DurationMS = time.Since(start).Milliseconds()
 	return res, err
 }
