@@ -144,3 +144,33 @@ func TestFleetGCThroughServe(t *testing.T) {
 	}
 	e.fails(2, "INVALID_ARGUMENT", "fleet", "gc", "--settle", "-1s", "--json")
 }
+
+// TestAttemptsRetriedWithRequestID: `attempts run` sent again with the
+// same --request-id makes no new forks and runs nothing again: the same
+// attempts come back, each fork ran its command once.
+func TestAttemptsRetriedWithRequestID(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "base", "--json")
+	run := func() map[string]any {
+		return e.ok("attempts", "run", "--from", "base", "--count", "2", "--request-id", "att-1", "--json", "--", "sh", "-c", "echo ran >> runs.txt")
+	}
+	first, again := run(), run()
+	names := func(r map[string]any) []string {
+		var out []string
+		for _, x := range r["attempts"].([]any) {
+			out = append(out, x.(map[string]any)["vault"].(string))
+		}
+		return out
+	}
+	if a, b := names(first), names(again); len(a) != 2 || strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Fatalf("attempts %v, then %v: want the same two", a, b)
+	}
+	if n := len(e.ok("vault", "list", "--json")["vaults"].([]any)); n != 3 {
+		t.Fatalf("%d vaults after the retried attempts, want base and two forks", n)
+	}
+	for _, v := range names(first) {
+		if got, _ := e.ok("cat", "/runs.txt", "--vault", v, "--json")["content"].(string); got != "ran\n" {
+			t.Fatalf("%s: runs.txt = %q, want one run", v, got)
+		}
+	}
+}
