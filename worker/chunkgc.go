@@ -187,6 +187,12 @@ func CollectChunks(ctx context.Context, js jetstream.JetStream, o ChunkGCOptions
 		if rev, err = writeGCState(ctx, kv, next, rev); err != nil {
 			return res, messages.Errorf(messages.CodeConflict, "another chunk sweep started: %v", err)
 		}
+		// Chunk times are the server's: so is the sweep's start, or a
+		// clock ahead of the server's would take chunks freshened after
+		// the announcement for older.
+		if e, gerr := kv.Get(ctx, messages.ChunkGCKey); gerr == nil && e.Revision() == rev {
+			since = e.Created()
+		}
 		defer func() {
 			// Done, failed or cancelled: some chunks may be gone, so the
 			// next generation begins. Left as it is when even this
