@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
@@ -198,5 +200,42 @@ func checkHeadsWhole(t *testing.T, js jetstream.JetStream) {
 	}
 	if n == 0 {
 		t.Fatal("no live head names a chunk: nothing was checked")
+	}
+}
+
+// TestChunkGCOneSweepAtATime: a sweep started while another is deleting
+// is refused with CONFLICT and changes nothing; once the first ends, the
+// next runs.
+func TestChunkGCOneSweepAtATime(t *testing.T) {
+	f := startFleet(t)
+	js, _ := jetstream.New(f.conn())
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, messages.BucketChunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := worker.CollectChunks(ctx, js, worker.ChunkGCOptions{Settle: 3 * time.Second, By: "first"})
+		done <- err
+	}()
+	poll.Until(t, 30*time.Second, "the first sweep announced", func() (bool, error) {
+		e, err := kv.Get(ctx, messages.ChunkGCKey)
+		if err != nil {
+			return false, err
+		}
+		return strings.Contains(string(e.Value()), `"deleting":true`), fmt.Errorf("state %s", e.Value())
+	})
+	_, err = worker.CollectChunks(ctx, js, worker.ChunkGCOptions{Settle: time.Second, By: "second"})
+	var me *messages.Error
+	if !errors.As(err, &me) || me.Code != messages.CodeConflict {
+		t.Fatalf("a second sweep during the first: %v, want CONFLICT", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.CollectChunks(ctx, js, worker.ChunkGCOptions{Settle: time.Second, By: "third"})
+	if err != nil || res.Generation != 2 {
+		t.Fatalf("the sweep after: %+v, %v; want generation 2", res, err)
 	}
 }
