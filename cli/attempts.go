@@ -76,7 +76,7 @@ func (a *app) runAttempts(cmd *cobra.Command, spec client.Attempts) error {
 	if err != nil {
 		return err
 	}
-	spec.Actor, spec.Tracer = a.actor(), a.tracer
+	spec.Actor, spec.Tracer, spec.RequestID = a.actor(), a.tracer, a.requestID
 	res, err := client.RunAttempts(cmd.Context(), c, a.cfg.Namespace, spec)
 	if err != nil {
 		return &requestError{toErr(err)}

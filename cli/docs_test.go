@@ -32,7 +32,7 @@ var docResultTypes = map[string]any{
 	"approval list": messages.ApprovalListResult{}, "approval grant": messages.ApprovalResult{}, "approval deny": messages.ApprovalResult{},
 	"audit": messages.AuditResult{}, "quota": messages.QuotaResult{}, "quota set": messages.QuotaResult{},
 	"policy check": messages.PolicyCheckResult{}, "policy show": policyDoc{},
-	"serve": serveDoc{}, "fleet status": messages.FleetStatus{}, "fleet dlq list": messages.DeadLetters{},
+	"serve": serveDoc{}, "fleet status": messages.FleetStatus{}, "fleet dlq list": messages.DeadLetters{}, "fleet gc": messages.ChunkGCResult{},
 	"version": versionInfo{}, "config show": configDoc{},
 	"vault settings": messages.VaultSettingsResult{}, "vault set": messages.VaultSettingsResult{},
 	"stats": messages.StatsResult{}, "compact": messages.CompactResult{}, "maintain": messages.MaintainResult{},

@@ -437,7 +437,44 @@ func (a *app) fleetCmd() *cobra.Command {
 			return a.emit(st)
 		},
 	})
-	c.AddCommand(a.dlqCmd())
+	c.AddCommand(a.dlqCmd(), a.fleetGCCmd())
+	return c
+}
+
+// fleetGCCmd removes the chunks no manifest references from the fleet's
+// chunk bucket (worker.CollectChunks).
+func (a *app) fleetGCCmd() *cobra.Command {
+	var dryRun bool
+	var settle time.Duration
+	c := &cobra.Command{
+		Use: "gc [--dry-run]", Short: "Delete the chunks in the fleet's buckets that no vault needs any more", Args: cobra.NoArgs,
+		Long: `Delete from the fleet's chunk bucket (avfs_chunks) every chunk that no
+manifest references, safe against pushes and forks running meanwhile. The
+sweep announces itself, waits --settle (longer than a push may take, 2m30s
+by default) so that pushes already running finish, then lists the
+references and deletes the rest. --dry-run only counts.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if settle < 0 {
+				return usagef("--settle %v: want a positive duration", settle)
+			}
+			nc, js, err := a.natsConn("avfs-cli")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			res, err := worker.CollectChunks(cmd.Context(), js, worker.ChunkGCOptions{DryRun: dryRun, Settle: settle, By: a.actor()})
+			if err != nil {
+				var me *messages.Error
+				if errors.As(err, &me) {
+					return &requestError{me}
+				}
+				return messages.Errorf(messages.CodeUnavailable, "%v", err)
+			}
+			return a.emit(res)
+		},
+	}
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be deleted, delete nothing")
+	c.Flags().DurationVar(&settle, "settle", 0, "wait this long after announcing the sweep before listing references (default 2m30s: longer than a push may take)")
 	return c
 }
 

@@ -161,6 +161,7 @@ var examples = map[string]string{
 	"fleet status":          "  avfs fleet status",
 	"fleet dlq":             "  avfs fleet dlq list",
 	"fleet dlq list":        "  avfs fleet dlq list",
+	"fleet gc":              "  avfs fleet gc --dry-run\n  avfs fleet gc",
 	"fleet dlq replay":      "  avfs fleet dlq replay 42",
 	"fleet dlq drop":        "  avfs fleet dlq drop 42",
 	"mount":                 "  avfs mount /tmp/ws &\n  avfs mount /tmp/ws --readonly --vault task-1",

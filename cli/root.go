@@ -50,6 +50,11 @@ type app struct {
 	meter metric.MeterProvider
 	// lastVault is the vault of the last request, for error hints.
 	lastVault string
+	// requestID is --request-id (or AVFS_REQUEST_ID), "" for a fresh id
+	// per request; mutations counts the mutating requests sent under it
+	// (requestIDFor).
+	requestID string
+	mutations int
 }
 
 // requestError is a failed request (exit status 1), as opposed to a usage
@@ -235,6 +240,9 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 				return err
 			}
 			a.quiet, _ = cmd.Flags().GetBool("quiet")
+			if err := a.setRequestID(cmd); err != nil {
+				return err
+			}
 			cfg, v, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
@@ -269,6 +277,7 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 	pf.String("nats", "", "URL of a running fleet (env AVFS_NATS_URL)")
 	pf.String("config", "", "config file (env AVFS_CONFIG, default $AVFS_HOME/avfs.yaml)")
 	pf.String("log-level", "", "what the logs on stderr show: debug, info, warn or error (env AVFS_LOG_LEVEL, default warn)")
+	pf.String("request-id", "", "idempotency key of this command's changes: the same command run again with the same id is answered from the stored result, not applied again (env AVFS_REQUEST_ID)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 	root.AddCommand(a.vaultCmd(), a.checkpointCmd(), a.quotaCmd(), a.auditCmd(), a.configCmd(), a.versionCmd(), a.gcCmd())
 	for _, c := range a.fileCmds() {
@@ -349,7 +358,7 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	if err != nil {
 		return nil, err
 	}
-	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: client.NewRequestID(), Actor: a.actor()}
+	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: a.requestIDFor(op), Actor: a.actor()}
 	a.lastVault = vaultName
 	if args != nil {
 		if s, bad := messages.InvalidString(args); bad {

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -39,6 +41,13 @@ type Attempts struct {
 	Merge string
 	// Actor is recorded in the vaults' audit logs.
 	Actor string
+	// RequestID, when set, makes the whole set retryable: every fork,
+	// exec, merge and delete gets an id derived from it
+	// (RequestID.fork.N, .exec.N, .merge, .delete.N) and the forks' names
+	// are derived from it too, so running the same set again with the
+	// same RequestID is answered from the vaults' request logs instead of
+	// forking and running again. "" gives fresh ids.
+	RequestID string
 	// Tracer records an attempts.run span over the forks and execs,
 	// each exec linked to its fork; nil means no tracing.
 	Tracer trace.TracerProvider
@@ -83,8 +92,22 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	ctx, span := telemetry.Provider(a.Tracer).Tracer("github.com/avfs/avfs/client").Start(ctx, "attempts.run",
 		trace.WithAttributes(attribute.String("avfs.vault", a.From), attribute.Int("avfs.attempts", len(a.Commands))))
 	defer span.End()
-	// Unique per run, so two runs in the same second cannot collide.
+	// Unique per run, so two runs in the same second cannot collide;
+	// with a RequestID, the same for every run of it.
 	stamp := time.Now().UTC().Format("20060102t150405") + "-" + NewRequestID()[13:17]
+	if a.RequestID != "" {
+		sum := sha256.Sum256([]byte(a.RequestID))
+		stamp = "r" + hex.EncodeToString(sum[:6])
+	}
+	id := func(kind string, i int) string {
+		if a.RequestID == "" {
+			return NewRequestID()
+		}
+		if i < 0 {
+			return a.RequestID + "." + kind
+		}
+		return fmt.Sprintf("%s.%s.%d", a.RequestID, kind, i+1)
+	}
 	res := messages.AttemptsResult{From: a.From, Attempts: make([]messages.Attempt, len(a.Commands)), Kept: []string{}}
 	var wg sync.WaitGroup
 	for i, x := range a.Commands {
@@ -99,7 +122,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			// A fork placed on another worker may be made but not yet
 			// handed over (UNAVAILABLE): the same request again finishes
 			// the handover rather than leaving the fork behind.
-			fid := NewRequestID()
+			fid := id("fork", i)
 			var err error
 			for try := 0; try < 3; try++ {
 				if err = send(telemetry.RecordSpan(ctx, &fork), fid, messages.OpVaultFork, a.From, args, &fr); !isUnavailable(err) {
@@ -114,7 +137,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			at.Fork = &fr
 			var env messages.Envelope
 			ectx := telemetry.WithLinks(ctx, trace.Link{SpanContext: fork, Attributes: []attribute.KeyValue{attribute.String("avfs.link", "fork")}})
-			if err := send(ectx, NewRequestID(), messages.OpExec, at.Vault, x, &env); err != nil {
+			if err := send(ectx, id("exec", i), messages.OpExec, at.Vault, x, &env); err != nil {
 				at.Error = asError(err)
 				return
 			}
@@ -136,10 +159,10 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 		res.Best = &res.Attempts[best].Vault
 	}
 	if a.Merge == "best" {
-		res.Merge, res.MergeError = mergeBest(ctx, send, a.From, res.Best)
+		res.Merge, res.MergeError = mergeBest(ctx, send, id("merge", -1), a.From, res.Best)
 	}
 	var errs []error
-	for _, at := range res.Attempts {
+	for i, at := range res.Attempts {
 		if at.Fork == nil {
 			continue
 		}
@@ -147,7 +170,7 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 			res.Kept = append(res.Kept, at.Vault)
 			continue
 		}
-		if err := send(ctx, NewRequestID(), messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
+		if err := send(ctx, id("delete", i), messages.OpVaultDelete, at.Vault, nil, nil); err != nil {
 			errs = append(errs, fmt.Errorf("delete attempt %s: %w", at.Vault, err))
 		}
 	}
@@ -155,12 +178,12 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 }
 
 // mergeBest merges attempt best (nil: none exited 0) into from.
-func mergeBest(ctx context.Context, send func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error, from string, best *string) (*messages.MergeResult, *messages.Error) {
+func mergeBest(ctx context.Context, send func(ctx context.Context, id string, op messages.Op, vault string, args, out any) error, id, from string, best *string) (*messages.MergeResult, *messages.Error) {
 	if best == nil {
 		return nil, messages.Errorf(messages.CodeNotFound, "no attempt completed with exit status 0: nothing merged into %q", from)
 	}
 	var mr messages.MergeResult
-	if err := send(ctx, NewRequestID(), messages.OpVaultMerge, from, messages.VaultMergeArgs{Fork: *best}, &mr); err != nil {
+	if err := send(ctx, id, messages.OpVaultMerge, from, messages.VaultMergeArgs{Fork: *best}, &mr); err != nil {
 		return nil, asError(err)
 	}
 	return &mr, nil

@@ -127,7 +127,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer cc.Stop()
-	t := time.NewTicker(2 * time.Second)
+	t := time.NewTicker(messages.HeartbeatInterval)
 	defer t.Stop()
 	d.heartbeat(ctx)
 	for {
@@ -142,8 +142,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // rescue re-routes the unacknowledged work of dead workers: a worker whose
-// consumer exists but whose heartbeat is gone on two passes in a row has
-// its pending requests moved to the vaults' new owners.
+// heartbeat is gone on two passes in a row has its pending requests moved
+// to the vaults' new owners. The workers looked at are those with a
+// consumer of the work stream and those with requests waiting in it
+// without one: a request forwarded to a worker on a listing read just
+// before its heartbeat expired can land after its consumer was deleted,
+// and nobody else would ever take it.
 func (d *Dispatcher) rescue(ctx context.Context) {
 	st, err := d.js.Stream(ctx, messages.StreamWork)
 	if err != nil {
@@ -152,13 +156,21 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 	d.mu.Lock()
 	d.liveRead = time.Time{} // decide on fresh membership
 	d.mu.Unlock()
+	ids := map[string]bool{}
 	names := st.ConsumerNames(ctx)
-	var dead []string
 	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, messages.WorkConsumerPrefix)
-		if !ok {
-			continue
+		if id, ok := strings.CutPrefix(name, messages.WorkConsumerPrefix); ok {
+			ids[id] = true
 		}
+	}
+	if names.Err() != nil {
+		return // decide on a whole listing only
+	}
+	for _, id := range d.waitingWorkers(ctx, st) {
+		ids[id] = true
+	}
+	var dead []string
+	for id := range ids {
 		if d.alive(ctx, id) || d.heartbeating(ctx, id) {
 			delete(d.suspects, id)
 			continue
@@ -169,12 +181,37 @@ func (d *Dispatcher) rescue(ctx context.Context) {
 		}
 		dead = append(dead, id)
 	}
+	for id := range d.suspects {
+		if !ids[id] {
+			delete(d.suspects, id)
+		}
+	}
+	sort.Strings(dead)
 	for _, id := range dead {
 		delete(d.suspects, id)
 		if err := d.rescueWorker(ctx, st, id); err != nil {
 			d.log.Warn("rescue", telemetry.LogKeyWorker, id, telemetry.LogKeyErr, err)
 		}
 	}
+}
+
+// waitingWorkers lists the workers that have requests waiting in the work
+// stream (messages.WorkSubject: the worker is its fourth token).
+func (d *Dispatcher) waitingWorkers(ctx context.Context, st jetstream.Stream) []string {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(messages.SubjectWork+".>"))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for subj := range info.State.Subjects {
+		parts := strings.SplitN(subj, ".", 5)
+		if len(parts) == 5 && !seen[parts[3]] {
+			seen[parts[3]] = true
+			out = append(out, parts[3])
+		}
+	}
+	return out
 }
 
 func (d *Dispatcher) rescueWorker(ctx context.Context, st jetstream.Stream, id string) error {

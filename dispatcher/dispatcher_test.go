@@ -288,3 +288,38 @@ func TestUnplaceableRequestIsDeadLettered(t *testing.T) {
 		t.Fatalf("owner of a vault never placed: %v, want none", err)
 	}
 }
+
+// TestRequestsOfAWorkerWithoutConsumerAreRescued: a request forwarded to
+// a worker after its consumer was deleted (a routing decision made on a
+// listing read just before its heartbeat expired) is moved to the vault's
+// new owner like the ones its consumer held; before, it waited for a
+// consumer that would never come.
+func TestRequestsOfAWorkerWithoutConsumerAreRescued(t *testing.T) {
+	r := newRig(t)
+	b, _ := json.Marshal(messages.Owner{Worker: "gone", Epoch: 3})
+	if _, err := r.owners.Create(r.ctx, messages.VaultKey("default", "v"), b); err != nil {
+		t.Fatal(err)
+	}
+	toB, err := r.nc.SubscribeSync(messages.SubjectWork + ".wb.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.beat("wb")
+	m := nats.NewMsg(messages.WorkSubject("gone", "default", "v", messages.OpWrite))
+	m.Data, _ = json.Marshal(messages.Request{Op: messages.OpWrite, Namespace: "default", Vault: "v", RequestID: "late"})
+	m.Header.Set(messages.HeaderRequestID, "late")
+	m.Header.Set(nats.MsgIdHdr, messages.IntakeMsgID("default", "v", "late"))
+	if _, err := r.js.PublishMsg(r.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got, err := toB.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("the request waiting for a worker without consumer was not moved: %v", err)
+	}
+	if got.Subject != messages.WorkSubject("wb", "default", "v", messages.OpWrite) || got.Header.Get(messages.HeaderRequestID) != "late" {
+		t.Fatalf("moved request: %s %v", got.Subject, got.Header)
+	}
+	if o, err := r.owner("default", "v"); err != nil || o.Worker != "wb" || o.Epoch != 4 {
+		t.Fatalf("owner of v: %+v (%v), want wb at epoch 4", o, err)
+	}
+}

@@ -106,7 +106,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketMembers, TTL: 10 * time.Second, Replicas: t.Replicas}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketMembers, TTL: messages.MemberTTL, Replicas: t.Replicas}); err != nil {
 		return fmt.Errorf("bucket %s: %w", messages.BucketMembers, err)
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketOwners, Replicas: t.Replicas}); err != nil {

@@ -4,7 +4,8 @@ package messages
 // buckets:
 //
 //   - BucketChunks (KV): one content chunk (at most 64 KiB) per key, the
-//     hex SHA-256 of its data. Written once (KV create), never changed:
+//     hex SHA-256 of its data. Written once (KV create; rewritten with
+//     the same bytes only while a chunk sweep runs, worker/chunkgc.go):
 //     any worker that needs the chunk reads it, and one that has it never
 //     sends it again. A KV get is one round trip (direct get); an
 //     object-store get sets up a consumer per object, which made fetching
@@ -36,7 +37,7 @@ package messages
 // push, unless the new owner shares the old one's store.
 const (
 	BucketVaults = "avfs_vaults" // object store: vault manifests
-	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data
+	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data; ChunkGCKey -> the GC state
 	BucketHeads  = "avfs_heads"  // KV: <ns>.<vault> -> Head
 
 	// Manifest object metadata, for people browsing the bucket; the
@@ -67,3 +68,31 @@ type Head struct {
 // ManifestObject names a manifest pushed for ns/vault; id makes each push
 // a new object.
 func ManifestObject(ns, vault, id string) string { return "vault/" + ns + "/" + vault + "/" + id }
+
+// ChunkGCKey is the key in BucketChunks of the chunk GC state: whether a
+// sweep is deleting, and how many sweeps deleted (worker/chunkgc.go). It
+// is not a hex hash, so no chunk can take it.
+const ChunkGCKey = "_gc"
+
+// ChunkGCResult is what `avfs fleet gc` prints: what a sweep of
+// BucketChunks found and removed.
+type ChunkGCResult struct {
+	DryRun bool `json:"dry_run"`
+	// Manifests read for references, and the distinct chunks they name.
+	Manifests  int `json:"manifests"`
+	Referenced int `json:"referenced"`
+	// Chunks in the bucket (and their bytes) when it was scanned.
+	Chunks int   `json:"chunks"`
+	Bytes  int64 `json:"bytes"`
+	// Unreferenced chunks found; of them, Deleted were removed and
+	// KeptYoung kept because a push wrote them since the sweep began.
+	Unreferenced      int   `json:"unreferenced"`
+	UnreferencedBytes int64 `json:"unreferenced_bytes"`
+	Deleted           int   `json:"deleted"`
+	DeletedBytes      int64 `json:"deleted_bytes"`
+	KeptYoung         int   `json:"kept_young"`
+	// Generation is the GC generation after the sweep (stores' sent
+	// marks of earlier generations are not trusted).
+	Generation uint64 `json:"generation"`
+	DurationMS int64  `json:"duration_ms"`
+}

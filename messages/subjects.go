@@ -210,6 +210,20 @@ func ApprovalOp(op Op) bool {
 // stopped in a cluster (e2e/cluster_test.go); with 4 s, a few seconds.
 const PullExpiry = 4 * time.Second
 
+// Membership timing, which bounds failover (docs/protocol.md §7, "Dead
+// workers"). Workers and dispatchers put their heartbeat in BucketMembers
+// every HeartbeatInterval; the bucket's TTL is MemberTTL, so a member is
+// gone MemberTTL after its last heartbeat (MemberTTL/HeartbeatInterval
+// heartbeats missed in a row). Dispatchers look for dead workers every
+// HeartbeatInterval and take a worker for dead on two looks in a row. A
+// SIGKILLed owner's vaults are therefore served again by another worker
+// within MemberTTL + 2*HeartbeatInterval plus the takeover (measured:
+// BenchmarkFailover, BENCHMARKS.md). With 2 s and 10 s it took 12-14 s.
+const (
+	HeartbeatInterval = time.Second
+	MemberTTL         = 5 * time.Second
+)
+
 // Work consumers and heartbeat keys. Worker w consumes StreamWork through
 // the durable consumer WorkConsumer(w), filtered on WorkFilter(w); a
 // dispatcher taking over a dead worker's pending work deletes that

@@ -3,8 +3,10 @@
 // the NATS fleet — the intake queue per vault, direct requests from
 // clients, fencing by ownership epoch, handoff of a vault's content by
 // hash between workers, the vault and approval catalogs it writes, the
-// audit stream, the sweep of expired vaults and `vault.push` to a fork's
-// owner for a merge. Around an exec it adds what only a fleet knows: that
+// audit stream, the sweep of expired vaults, `vault.push` to a fork's
+// owner for a merge, and the garbage collection of the fleet's chunk
+// bucket (CollectChunks, chunkgc.go), which its pushes and pulls take part
+// in. Around an exec it adds what only a fleet knows: that
 // this worker still owns the vault (and, for approval.grant, that the
 // approval's vault did not move since the command was held), and the
 // command's live output published to the caller's inbox

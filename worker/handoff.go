@@ -443,6 +443,10 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "manifest.db")
+	gv, err := h.gcState(ctx) // chunkgc.go: marked below only if no sweep ran meanwhile
+	if err != nil {
+		return err
+	}
 	if err := h.obs.GetFile(ctx, hd.Object, file); err != nil {
 		return fmt.Errorf("download %s: %w", hd.Object, err)
 	}
@@ -506,7 +510,7 @@ func (h *handoff) pull(ctx context.Context, k vkey, hd messages.Head, replace bo
 	}
 	// Every chunk of the manifest is in the bucket: this store need not
 	// send them when it pushes the vault.
-	if err := st.MarkSent(ctx, h.remote, hs); err != nil {
+	if err := h.markFetched(ctx, st, gv, hs); err != nil {
 		return err
 	}
 	h.moved(ctx, "fetched", len(missing), fetched)
@@ -931,7 +935,11 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 	if err != nil {
 		return "", 0, err
 	}
-	unsent, err := st.Unsent(ctx, h.remote, hs)
+	gv, err := h.gcState(ctx) // chunkgc.go: the sent marks' key, whether a sweep runs
+	if err != nil {
+		return "", 0, err
+	}
+	unsent, err := st.Unsent(ctx, gv.remote, hs)
 	if err != nil {
 		return "", 0, err
 	}
@@ -946,6 +954,9 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 		// Create writes a key only once: a chunk another worker sent
 		// meanwhile stays as it is.
 		if _, err := h.chunkKV.Create(ctx, c.String(), data); errors.Is(err, jetstream.ErrKeyExists) {
+			if gv.deleting {
+				return h.freshen(ctx, c, data) // a sweep runs: keep it from deleting this one
+			}
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("chunk %s: %w", c, err)
@@ -960,7 +971,7 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 		return "", 0, err
 	}
 	h.moved(ctx, "sent", sent, sentBytes)
-	if err := st.MarkSent(ctx, h.remote, unsent); err != nil {
+	if err := st.MarkSent(ctx, gv.remote, unsent); err != nil {
 		return "", 0, err
 	}
 	f, err := os.Open(file)

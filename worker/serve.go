@@ -227,7 +227,7 @@ func (s *Server) Run(ctx context.Context) error {
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); s.sweepExpired(sctx) }()
 	defer func() { scancel(); <-sdone }()
-	hb := time.NewTicker(2 * time.Second)
+	hb := time.NewTicker(messages.HeartbeatInterval)
 	defer hb.Stop()
 	s.heartbeat(ctx)
 	stopDirect, err := s.serveDirect() // direct.go
