@@ -193,18 +193,14 @@ func TestWorkerKilledMidExec(t *testing.T) {
 	}()
 	// Find the owner while it runs the command, then kill it for real.
 	var owner string
-	deadline := time.Now().Add(30 * time.Second)
-	for owner == "" {
+	poll.Until(t, 30*time.Second, "a worker runs the exec", func() (bool, error) {
 		for id := range procs {
 			if f.runningExecs(id) > 0 {
 				owner = id
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no worker ever ran the exec")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return owner != "", nil
+	})
 	killed := time.Now()
 	killWorker(t, procs[owner])
 
