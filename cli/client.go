@@ -33,7 +33,10 @@ type localClient struct {
 	close []func() error
 }
 
-func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string) (*localClient, error) {
+// openLocal opens the store under c.Home and serves requests on it in
+// this process. serving keeps sandbox inits between commands (the exec
+// keeper); a one-shot command line starts one per command.
+func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string, serving bool) (*localClient, error) {
 	st, err := vault.Open(ctx, c.StorePath(), storeOptions(c))
 	if err != nil {
 		return nil, messages.Errorf(messages.CodeUnavailable, "open store: %v", err)
@@ -46,7 +49,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 		log.Info("expired vaults deleted", "vaults", gone)
 	}
 	h := handler.New(st, handler.Options{Worker: workerID, Logger: log, Tracer: tp})
-	cl, err := runner.Wire(c, h, log, false)
+	cl, err := runner.Wire(c, h, log, serving)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("set up handler: %w", err)
