@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -159,12 +158,11 @@ func (t *Tx) relink(target, path string) (ok bool, err error) {
 	if err != nil || len(comps) == 0 {
 		return false, nil
 	}
+	// Until something changed, a failure only means the hint does not
+	// lead to the inode: a tidy-up never fails the transaction it rides.
 	chain, err := t.walk(op, path, comps)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotDir) {
-			return false, nil
-		}
-		return false, err
+		return false, nil
 	}
 	stub := chain[len(chain)-1]
 	if stub.kind != kindLink || stub.target != target {
@@ -172,10 +170,7 @@ func (t *Tx) relink(target, path string) (ok bool, err error) {
 	}
 	ichain, icomps, err := t.inodeOf(op, path, stub)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return false, nil
-		}
-		return false, err
+		return false, nil
 	}
 	if ichain[2].nlink != 1 {
 		return false, nil
