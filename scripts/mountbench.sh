@@ -116,6 +116,7 @@ cleanup() {
 	if [ -n "$mount_pid" ]; then
 		unmount_vault
 	fi
+	[ -z "${trace_dir:-}" ] || { echo 0 >"$trace_dir/events/fuse/fuse_request_send/enable"; rmdir "$trace_dir"; } 2>/dev/null
 	[ -z "${serve_pid:-}" ] || { kill -TERM "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null; }
 	"$avfs" --home "$home" keeper stop --json >/dev/null 2>&1
 	if mountpoint -q "$mnt" 2>/dev/null; then
@@ -131,6 +132,42 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# ---- FUSE request counts ---------------------------------------------------
+
+# The kernel's fuse:fuse_request_send tracepoint (Linux 6.12+), in a
+# tracing instance of our own, filtered on the mount's connection: every
+# request the kernel sends to avfs during a timed step of run 1 is counted
+# by opcode. Cheap (a filtered tracepoint, read back after the step), and
+# nothing in avfs changes. MOUNTBENCH_COUNT=0 turns it off.
+trace_dir=
+if [ "${MOUNTBENCH_COUNT:-1}" = 1 ]; then
+	tr=/sys/kernel/tracing
+	[ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
+	if [ -d "$tr/events/fuse/fuse_request_send" ] && mkdir "$tr/instances/avfs-mountbench-$$" 2>/dev/null; then
+		trace_dir=$tr/instances/avfs-mountbench-$$
+		echo 32768 >"$trace_dir/buffer_size_kb" 2>/dev/null || true
+	fi
+fi
+counting=0  # set while run 1 runs
+REQS=       # the last timed step's count: "TOTAL OP:N OP:N ..." (top 6)
+declare -A reqs=()
+trace_start() {
+	REQS=
+	[ -n "$trace_dir" ] && [ "$counting" = 1 ] && mountpoint -q "$mnt" || return 0
+	echo "connection == $(stat -c %d "$mnt")" >"$trace_dir/events/fuse/fuse_request_send/filter"
+	: >"$trace_dir/trace"
+	echo 1 >"$trace_dir/events/fuse/fuse_request_send/enable"
+}
+trace_stop() {
+	[ -n "$trace_dir" ] && [ "$counting" = 1 ] || return 0
+	[ "$(cat "$trace_dir/events/fuse/fuse_request_send/enable")" = 1 ] || return 0
+	echo 0 >"$trace_dir/events/fuse/fuse_request_send/enable"
+	local lost
+	lost=$(awk '/^overrun:/ { s += $2 } END { print s + 0 }' "$trace_dir"/per_cpu/cpu*/stats)
+	REQS=$(sed -n 's/.*opcode [0-9]* (FUSE_\([A-Z_0-9]*\)).*/\1/p' "$trace_dir/trace" | sort | uniq -c | sort -rn |
+		awk -v lost="$lost" '{ t += $1; if (NR <= 6) top = top " " $2 ":" $1 } END { printf "%d%s%s", t, (lost > 0 ? "+" : ""), top }')
+}
+
 # ---- timing ---------------------------------------------------------------
 
 # timed DIR SCRIPT: sync, then run SCRIPT with bash -c in DIR (bounded by
@@ -140,9 +177,11 @@ T=0
 timed() {
 	local dir=$1 script=$2 t0 t1 rc=0
 	sync
+	case "$dir" in "$mnt"*) trace_start ;; *) REQS= ;; esac
 	t0=${EPOCHREALTIME/./}
 	(cd "$dir" && exec timeout -k 5 "$step_timeout" bash -c "$script") >"$work/out" 2>"$work/err" || rc=$?
 	t1=${EPOCHREALTIME/./}
+	trace_stop
 	if [ "$rc" != 0 ]; then
 		echo "mountbench: step failed (exit $rc) in $dir: $script" >&2
 		tail -n 30 "$work/err" >&2
@@ -152,7 +191,10 @@ timed() {
 }
 
 declare -A res=()
-record() { res[$1/$2]+="$3 "; } # record SIDE WORKLOAD µs
+record() { # record SIDE WORKLOAD µs (and the step's request count, on the mount side of run 1)
+	res[$1/$2]+="$3 "
+	if [ "$1" = mount ] && [ -n "$REQS" ]; then reqs[$2]=$REQS; fi
+}
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print ""}'; }
 
@@ -373,7 +415,7 @@ echo "         for the mount side), so build, incremental files and test binarie
 step_cp() { # step_cp SIDE DIR
 	local n
 	mkdir -p "$2"
-	timed "$work" "cp -r '$src' '$2/tree'"
+	timed "$2" "cp -r '$src' '$2/tree'"
 	record "$1" cp "$T"
 	n=$(find "$2/tree" -type f | wc -l)
 	[ "$n" = "$nfiles" ] || { echo "mountbench: $1: $n files after cp -r, want $nfiles" >&2; exit 1; }
@@ -442,6 +484,8 @@ for r in $(seq "$reps"); do
 		break
 	fi
 	[ "$r" = 1 ] || warm_tools
+	counting=0
+	[ "$r" != 1 ] || counting=1
 	"$avfs" --home "$home" vault create "mb$r" --json >/dev/null
 	mount_vault "mb$r"
 	nd=$work/native/r$r
@@ -611,6 +655,18 @@ echo
 verdict=pass
 if [ "$gm" = n/a ]; then verdict=n/a; elif awk -v g="$gm" 'BEGIN { exit !(g > 1.5) }'; then verdict=miss; fi
 echo "target (DESIGN.md §2): geometric mean ≤ 1.5× → $verdict ($gm×); no workload over 2.5× → $([ ${#over[@]} = 0 ] && echo pass || (IFS=,; echo "miss: ${over[*]}" | sed 's/,/, /g'))"
+
+if [ ${#reqs[@]} -gt 0 ]; then
+	echo
+	echo "FUSE requests the kernel sent to the mount during each step of run 1 (fuse:fuse_request_send;"
+	echo "'+' when the trace buffer overflowed: a lower bound), total and the most frequent:"
+	for w in "${names[@]}"; do
+		if [ -n "${reqs[$w]:-}" ]; then echo "  $w: ${reqs[$w]}"; fi
+	done
+elif [ "${MOUNTBENCH_COUNT:-1}" = 1 ] && [ "$reps" != 0 ]; then
+	echo
+	echo "FUSE requests: not counted (no fuse:fuse_request_send tracepoint here)"
+fi
 
 echo
 echo "exec of \`true\` (DESIGN.md §7), medians of $exec_reps, interleaved; every avfs call is a new process:"
