@@ -380,3 +380,29 @@ func TestInodeMovesBackAfterLookup(t *testing.T) {
 	}
 	mustRead(t, va, "/y", []byte("data"))
 }
+
+// BenchmarkStatAfterLink is the cost of a stat of a file that was
+// hard-linked (decisions §26): "plain" was never linked, "one-name-left"
+// had a second name that git's link-then-unlink removed (moved back out of
+// the hidden directory: the same as plain), "two-names" still has both (a
+// stub: one more lookup, and no one-statement path).
+func BenchmarkStatAfterLink(b *testing.B) {
+	ctx := context.Background()
+	s := openTestStore(b)
+	v := newVault(b, s, "a", Quota{})
+	mustWrite(b, v, "/d/plain", []byte("x"))
+	mustWrite(b, v, "/d/tmp", []byte("x"))
+	must(b, v.Link(ctx, "/d/tmp", "/d/one-name-left", Meta{}))
+	must(b, v.Remove(ctx, "/d/tmp", RemoveOptions{}, Meta{}))
+	mustWrite(b, v, "/d/two-names", []byte("x"))
+	must(b, v.Link(ctx, "/d/two-names", "/d/other", Meta{}))
+	for _, name := range []string{"plain", "one-name-left", "two-names"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Stat(ctx, "/d/"+name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
