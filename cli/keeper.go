@@ -385,3 +385,21 @@ func stopKeeper(ctx context.Context, home string) error {
 	}
 	return nil
 }
+
+// keeperForget tells the home's keeper, if one runs, that vault ns/name
+// was deleted, so that it unmounts it now rather than at its idle exit.
+// Best effort: a keeper that misses it finds out at the vault's next exec.
+func keeperForget(home, ns, name string) {
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return
+	}
+	sock, _, _ := keeperPaths(home)
+	if _, err := os.Stat(sock); err != nil {
+		return
+	}
+	req := messages.Request{Op: messages.OpVaultDelete, Namespace: ns, Vault: name}
+	if kc, _, err := keeperDial(home, keeperHello{Op: "forget", Request: &req}); err == nil {
+		kc.Close()
+	}
+}

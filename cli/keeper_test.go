@@ -122,6 +122,9 @@ func TestKeeperServesLocalExecs(t *testing.T) {
 	}
 	// Deleted and created again elsewhere: the keeper mounts the new one.
 	e.ok("vault", "delete", "w", "--yes", "--json")
+	poll.Until(t, 10*time.Second, "keeper unmounts the deleted vault", func() (bool, error) {
+		return len(mountsUnder(e.home)) == 0, nil
+	})
 	e.ok("vault", "create", "w", "--json")
 	if env := e.execEnv("--", "ls"); env["stdout"] != "" {
 		t.Fatalf("ls in a vault made again: %q, want nothing (the old vault's files shown)", env["stdout"])

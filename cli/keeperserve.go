@@ -19,6 +19,7 @@ import (
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/telemetry"
+	"github.com/avfs/avfs/vault"
 )
 
 func (a *app) keeperCmd() *cobra.Command {
@@ -267,6 +268,16 @@ func (k *keeper) handle(c *net.UnixConn) {
 			Started: k.start.UTC(), Requests: k.requests, Running_: k.running, Idle: k.idle.String(), Current: h.Fingerprint == k.fp}
 		k.mu.Unlock()
 		send(keeperFrame{Accepted: true, PID: pid, Status: &st})
+		return
+	case "forget":
+		send(keeperFrame{Accepted: true, PID: pid})
+		if r := h.Request; r != nil {
+			// Only a vault that is really gone: the mount may be in use.
+			if _, err := k.local.store.Vault(r.Namespace, r.Vault).Incarnation(context.Background()); errors.Is(err, vault.ErrVaultNotFound) {
+				k.log.Info("vault deleted elsewhere: unmounting it", "namespace", r.Namespace, "vault", r.Vault)
+				k.local.h.Changed(messages.OpVaultDelete, r.Namespace, r.Vault)
+			}
+		}
 		return
 	case "exec":
 	default:

@@ -386,7 +386,12 @@ func (a *app) send(ctx context.Context, req messages.Request) (messages.Reply, e
 	if err != nil {
 		return messages.Reply{}, err
 	}
-	return c.Do(ctx, req)
+	rep, err := c.Do(ctx, req)
+	if _, local := c.(*localClient); local && err == nil && rep.Error == nil && req.Op == messages.OpVaultDelete {
+		// The exec keeper may hold the deleted vault's mount.
+		keeperForget(a.cfg.Home, req.Namespace, req.Vault)
+	}
+	return rep, err
 }
 
 // useKeeper says whether this invocation's execs go to the exec keeper:
