@@ -137,8 +137,9 @@ func keeperFingerprint(c *config.Config) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// keeperExec sends an exec request to the home's keeper, starting one if
-// none runs. errKeeperUnavailable means it was not run there.
+// keeperExec sends an exec request (or an approval grant) to the home's
+// keeper, starting one if none runs. errKeeperUnavailable means it was not
+// run there.
 func (a *app) keeperExec(ctx context.Context, req messages.Request) (messages.Reply, error) {
 	home, err := filepath.Abs(a.cfg.Home)
 	if err != nil {

@@ -134,6 +134,15 @@ func TestKeeperServesLocalExecs(t *testing.T) {
 	if code == 0 || !strings.Contains(out, `"approval_required"`) && !strings.Contains(out, `"denied"`) {
 		t.Fatalf("curl through the keeper: exit %d\n%s", code, out)
 	}
+	var held map[string]any
+	json.Unmarshal([]byte(out), &held)
+	if id, _ := held["approval_id"].(string); id != "" {
+		before := e.keeperStatus().Requests
+		e.run("", "approval", "grant", id, "--json")
+		if after := e.keeperStatus().Requests; after != before+1 {
+			t.Fatalf("approval grant: keeper requests %d → %d, want the grant run there", before, after)
+		}
+	}
 	audit := e.ok("audit", "--json")
 	if b, _ := json.Marshal(audit); !bytes.Contains(b, []byte("exec.run")) {
 		t.Fatalf("audit has no exec.run event: %s", b)

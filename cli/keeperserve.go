@@ -283,7 +283,7 @@ func (k *keeper) handle(c *net.UnixConn) {
 	default:
 		return
 	}
-	if h.Request == nil || h.Request.Op != messages.OpExec {
+	if h.Request == nil || h.Request.Op != messages.OpExec && h.Request.Op != messages.OpApprovalGrant {
 		send(keeperFrame{Stale: "not an exec request", PID: pid})
 		return
 	}

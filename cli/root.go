@@ -372,10 +372,13 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 	return rep.Result, nil
 }
 
-// send sends req: a local exec to the home's exec keeper when one may
-// serve it (keeper.go), everything else through the invocation's client.
+// send sends req: a local exec (or approval grant, which runs one) to the
+// home's exec keeper when one may serve it (keeper.go), everything else
+// through the invocation's client.
 func (a *app) send(ctx context.Context, req messages.Request) (messages.Reply, error) {
-	if req.Op == messages.OpExec && a.useKeeper() {
+	// A granted approval runs its command: there too, so that it uses the
+	// kept mount rather than a second one at the same place.
+	if (req.Op == messages.OpExec || req.Op == messages.OpApprovalGrant) && a.useKeeper() {
 		rep, err := a.keeperExec(ctx, req)
 		if !errors.Is(err, errKeeperUnavailable) {
 			return rep, err
