@@ -350,13 +350,16 @@ func flockCtx(ctx context.Context, f *os.File, wait time.Duration) error {
 	}
 }
 
-// waitGone waits until process pid has exited.
+// waitGone waits until process pid has exited. An exited process its
+// parent has not reaped yet (a zombie: a keeper outlives the CLI that
+// started it, and whoever inherits it may reap late) has gone: its mounts
+// and descriptors are closed.
 func waitGone(ctx context.Context, pid int, wait time.Duration) bool {
 	if pid <= 0 {
 		return true
 	}
 	deadline := time.Now().Add(wait)
-	for syscall.Kill(pid, 0) == nil {
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
 		if time.Now().After(deadline) {
 			return false
 		}
@@ -403,4 +406,15 @@ func keeperForget(home, ns, name string) {
 	if kc, _, err := keeperDial(home, keeperHello{Op: "forget", Request: &req}); err == nil {
 		kc.Close()
 	}
+}
+
+// zombie reports whether process pid has exited and awaits its parent.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }

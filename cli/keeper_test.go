@@ -245,3 +245,26 @@ func TestKeeperOff(t *testing.T) {
 		t.Fatalf("mounts after a keeper-less exec: %v, want none", m)
 	}
 }
+
+// TestKeeperInterrupted: an interrupted CLI (its context ends, as on
+// Ctrl-C) gets the canceled run's envelope from the keeper, as in-process.
+func TestKeeperInterrupted(t *testing.T) {
+	e := keeperEnv(t, "1m")
+	e.ok("vault", "create", "w", "--json")
+	e.execEnv("--vault", "w", "--", "true") // the keeper runs
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	start := time.Now()
+	Main(ctx, []string{"exec", "--vault", "w", "--json", "--", "sleep", "60"}, strings.NewReader(""), &out, &errb, Options{})
+	var env map[string]any
+	if err := json.Unmarshal(out.Bytes(), &env); err != nil || env["status"] != "canceled" {
+		t.Fatalf("interrupted exec: %v, status %v, want the canceled envelope\n%s%s", err, env["status"], out.String(), errb.String())
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("interrupted exec returned after %s, want soon after the interrupt", d)
+	}
+	if st := e.keeperStatus(); st.Running_ != 0 {
+		t.Fatalf("keeper still runs %d commands after the interrupt", st.Running_)
+	}
+}

@@ -303,12 +303,16 @@ func (k *keeper) handle(c *net.UnixConn) {
 	k.running++
 	k.requests++
 	k.mu.Unlock()
-	defer func() {
-		k.mu.Lock()
-		k.running--
-		k.last = time.Now()
-		k.mu.Unlock()
-	}()
+	var once sync.Once
+	done := func() {
+		once.Do(func() {
+			k.mu.Lock()
+			k.running--
+			k.last = time.Now()
+			k.mu.Unlock()
+		})
+	}
+	defer done()
 	if send(keeperFrame{Accepted: true, PID: pid}) != nil {
 		return
 	}
@@ -330,6 +334,7 @@ func (k *keeper) handle(c *net.UnixConn) {
 		})
 	}
 	rep, _ := k.local.Do(ctx, *h.Request)
+	done() // before the reply: whoever reads it may ask for the status next
 	wmu.Lock()
 	defer wmu.Unlock()
 	send(keeperFrame{Reply: &rep})

@@ -380,8 +380,8 @@ func (a *app) send(ctx context.Context, req messages.Request) (messages.Reply, e
 	// kept mount rather than a second one at the same place.
 	if (req.Op == messages.OpExec || req.Op == messages.OpApprovalGrant) && a.useKeeper() {
 		rep, err := a.keeperExec(ctx, req)
-		if !errors.Is(err, errKeeperUnavailable) {
-			return rep, err
+		if !errors.Is(err, errKeeperUnavailable) || ctx.Err() != nil {
+			return rep, err // interrupted while waiting for a keeper: run nothing
 		}
 		a.log.Warn("running the command in this process", telemetry.LogKeyErr, err)
 	}
