@@ -58,6 +58,8 @@ const (
 	// keeperStartWait bounds the start of a new keeper (opening the
 	// store) and the exit of a replaced one.
 	keeperStartWait = 15 * time.Second
+	// keeperLogMax is the size past which a new keeper starts a new log.
+	keeperLogMax = 1 << 20
 )
 
 // keeperHello is the first and only line a CLI sends on a connection.
@@ -144,6 +146,10 @@ func (a *app) keeperExec(ctx context.Context, req messages.Request) (messages.Re
 	home, err := filepath.Abs(a.cfg.Home)
 	if err != nil {
 		return messages.Reply{}, fmt.Errorf("%w: %v", errKeeperUnavailable, err)
+	}
+	if sock, _, _ := keeperPaths(home); len(sock) >= len(unix.RawSockaddrUnix{}.Path) {
+		// A unix socket's path has a size limit (108 bytes on Linux).
+		return messages.Reply{}, fmt.Errorf("%w: %s is too long a path for a unix socket", errKeeperUnavailable, sock)
 	}
 	fp := keeperFingerprint(a.cfg)
 	hello := keeperHello{Fingerprint: fp, Op: "exec", Request: &req, Trace: map[string][]string{}}
@@ -279,6 +285,9 @@ func (a *app) startKeeper(ctx context.Context, home string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("%w: %v", errKeeperUnavailable, err)
+	}
+	if st, err := os.Stat(logPath); err == nil && st.Size() > keeperLogMax {
+		os.Rename(logPath, logPath+".1") // one old log kept
 	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, config.FileMode)
 	if err != nil {
