@@ -322,10 +322,23 @@ func TestInodeMovesBackAtOneName(t *testing.T) {
 		t.Fatalf("changes since two names: added %v modified %v deleted %v, want only /objects/tmp_obj deleted",
 			paths(ch.Added), paths(ch.Modified), paths(ch.Deleted))
 	}
+	// A merge from the fork (made while both names existed) brings its
+	// own change and leaves the moved-back file as it is.
+	fv := s.Vault("default", "f")
+	mustWrite(t, fv, "/from-fork", []byte("f"))
+	if _, err := v.Merge(ctx, "f", MergeOptions{}, Meta{}); err != nil {
+		t.Fatalf("merge of the fork after the move back: %v", err)
+	}
+	mustRead(t, v, "/from-fork", []byte("f"))
+	if e, err := v.Stat(ctx, "/objects/ab/cdef"); err != nil || e.Ino != before.Ino || e.Nlink != 1 {
+		t.Fatalf("after the merge: %+v %v, want ino %d with 1 link", e, err, before.Ino)
+	}
+	if _, err := v.Stat(ctx, "/objects/tmp_obj"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("merge brought back the unlinked name: %v", err)
+	}
 	// Writes after the move go to the one node.
 	mustWrite(t, v, "/objects/ab/cdef", []byte("changed"))
 	// The fork and the checkpoint still have both names, one inode.
-	fv := s.Vault("default", "f")
 	mustRead(t, fv, "/objects/tmp_obj", []byte("blob"))
 	mustWrite(t, fv, "/objects/tmp_obj", []byte("fork"))
 	mustRead(t, fv, "/objects/ab/cdef", []byte("fork"))
@@ -339,10 +352,20 @@ func TestInodeMovesBackAtOneName(t *testing.T) {
 		}
 		mustRead(t, v, p, []byte("blob"))
 	}
-	// Export and import carry the moved-back file.
 	must(t, v.Remove(ctx, "/objects/ab/cdef", RemoveOptions{}, Meta{}))
 	if stub, _ := stubAt(t, v, "/objects/tmp_obj", before.Ino); stub {
 		t.Fatalf("/objects/tmp_obj is still a stub after its other name went")
+	}
+	// Export and import carry the moved-back file, inode number included.
+	file := filepath.Join(t.TempDir(), "a.avfs")
+	_, err = s.Export(ctx, "default", "a", file)
+	must(t, err)
+	_, err = s.Import(ctx, file, "default", "b", Meta{})
+	must(t, err)
+	vb := s.Vault("default", "b")
+	mustRead(t, vb, "/objects/tmp_obj", []byte("blob"))
+	if e, err := vb.Stat(ctx, "/objects/tmp_obj"); err != nil || e.Ino != before.Ino || e.Nlink != 1 {
+		t.Fatalf("imported: %+v %v, want ino %d with 1 link", e, err, before.Ino)
 	}
 	must(t, s.IntegrityCheck(ctx))
 }
