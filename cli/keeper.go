@@ -109,9 +109,11 @@ func keeperPaths(home string) (sock, lock, log string) {
 }
 
 // volatileEnv are variables a shell changes between commands that avfs
-// never reads nor passes on; they do not make a keeper stale. AVFS_VAULT
-// and the like travel in the request.
-var volatileEnv = []string{"PWD", "OLDPWD", "SHLVL", "_", "AVFS_VAULT", "AVFS_NAMESPACE", "AVFS_ACTOR", "AVFS_LOG_LEVEL"}
+// never reads nor passes on; they do not make a keeper stale. AVFS_*
+// variables are left out too: they are configuration, and the effective
+// configuration is in the fingerprint (AVFS_VAULT and the like travel in
+// the request).
+var volatileEnv = []string{"PWD", "OLDPWD", "SHLVL", "_"}
 
 // keeperFingerprint identifies what an exec's outcome may depend on
 // besides its request: the binary, the configuration and the environment.
@@ -129,7 +131,7 @@ func keeperFingerprint(c *config.Config) string {
 	h.Write(b)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		return slices.Contains(volatileEnv, k)
+		return slices.Contains(volatileEnv, k) || strings.HasPrefix(k, "AVFS_")
 	})
 	slices.Sort(env)
 	for _, kv := range env {
