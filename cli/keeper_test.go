@@ -268,3 +268,24 @@ func TestKeeperInterrupted(t *testing.T) {
 		t.Fatalf("keeper still runs %d commands after the interrupt", st.Running_)
 	}
 }
+
+// TestServeTakesOverFromKeeper: avfs serve stops the home's keeper before
+// it mounts anything, and local execs then go to the server (no keeper is
+// started while it runs).
+func TestServeTakesOverFromKeeper(t *testing.T) {
+	e := keeperEnv(t, "1m")
+	e.ok("vault", "create", "w", "--json")
+	e.execEnv("--vault", "w", "--", "true")
+	pid := e.keeperStatus().PID
+	startServe(t, e, "w-serve")
+	if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		t.Fatalf("keeper (pid %d) still runs after avfs serve started", pid)
+	}
+	env := e.execEnv("--vault", "w", "--", "true")
+	if env["worker"] != "w-serve" {
+		t.Fatalf("exec with serve running: worker %v, want w-serve", env["worker"])
+	}
+	if p := keeperPIDs(e.home); len(p) != 0 {
+		t.Fatalf("keeper processes while serve runs: %v, want none", p)
+	}
+}
