@@ -28,6 +28,9 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Setenv("AVFS_HOME", home)
 	t.Setenv("AVFS_VAULT", "")
+	// Local execs run in the test's process unless a test asks for the
+	// exec keeper (keeper_test.go): a keeper would outlive the test.
+	t.Setenv("AVFS_EXEC_KEEPER", "false")
 	return &env{t: t, home: home}
 }
 

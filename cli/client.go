@@ -32,10 +32,13 @@ type localClient struct {
 	h     *handler.Handler
 }
 
-func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string) (*localClient, error) {
+// openLocal serves requests on the store under c.Home in this process,
+// through a node. serving keeps sandbox inits between commands (the exec
+// keeper); a one-shot command line starts one per command.
+func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace.TracerProvider, workerID string, serving bool) (*localClient, error) {
 	// In process, this process owns every vault: it deletes the
 	// expired ones (forks made with --ttl) as it opens the store.
-	n, err := node.Open(ctx, node.Options{Config: c, Worker: workerID, Logger: log, Tracer: tp, SweepExpired: true})
+	n, err := node.Open(ctx, node.Options{Config: c, Worker: workerID, Logger: log, Tracer: tp, SweepExpired: true, Serving: serving})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ var docResultTypes = map[string]any{
 	"vault settings": messages.VaultSettingsResult{}, "vault set": messages.VaultSettingsResult{},
 	"stats": messages.StatsResult{}, "compact": messages.CompactResult{}, "maintain": messages.MaintainResult{},
 	"audit clear": messages.AuditClearResult{}, "gc": gcDoc{},
+	"keeper status": keeperStatus{}, "keeper stop": struct {
+		Stopped bool `json:"stopped"`
+	}{},
 	"error": struct {
 		Error errorWithHint `json:"error"`
 	}{},

@@ -172,6 +172,13 @@ func (a *app) serveCmd() *cobra.Command {
 			if url := runningServe(a.cfg.Home); url != "" {
 				return messages.Errorf(messages.CodeAlreadyExists, "avfs serve is already running on %s (%s)", a.cfg.Home, url)
 			}
+			// The exec keeper's mounts sit where the server mounts the
+			// same vaults: one process serves a home's execs.
+			if home, err := filepath.Abs(a.cfg.Home); err == nil {
+				if err := stopKeeper(ctx, home); err != nil {
+					return messages.Errorf(messages.CodeUnavailable, "%v", err)
+				}
+			}
 			if id == "" {
 				var err error
 				if id, err = homeWorkerID(a.cfg.Home); err != nil {

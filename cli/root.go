@@ -289,7 +289,7 @@ request failed, 2 a usage error; exec exits with the command's own status.`,
 	root.AddCommand(a.snapshotCmd())
 	root.AddCommand(a.maintCmds()...)
 	root.AddCommand(a.demoCmd(), a.execCmd(), a.runCmd(), a.proxyCmd(), a.approvalCmd(), a.policyCmd())
-	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd())
+	root.AddCommand(a.serveCmd(), a.workerCmd(), a.dispatcherCmd(), a.fleetCmd(), a.mountCmd(), a.unmountCmd(), a.attemptsCmd(), a.keeperCmd())
 	// Made now rather than at Execute, so that finishTree reaches them.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
@@ -343,7 +343,7 @@ func (a *app) connect(ctx context.Context) (Client, error) {
 		a.client = natsClient{c}
 		return a.client, nil
 	}
-	c, err := openLocal(ctx, a.cfg, a.log, a.tracer, "local")
+	c, err := openLocal(ctx, a.cfg, a.log, a.tracer, "local", false)
 	if err != nil {
 		return nil, err
 	}
@@ -354,10 +354,6 @@ func (a *app) connect(ctx context.Context) (Client, error) {
 // do sends op and decodes the result into out (if non-nil); it returns
 // the raw result for printing.
 func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any, out any) (json.RawMessage, error) {
-	c, err := a.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
 	req := messages.Request{Op: op, Namespace: a.cfg.Namespace, Vault: vaultName, RequestID: a.requestIDFor(op), Actor: a.actor()}
 	a.lastVault = vaultName
 	if args != nil {
@@ -370,7 +366,7 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 		}
 		req.Args = b
 	}
-	rep, err := c.Do(ctx, req)
+	rep, err := a.send(ctx, req)
 	if err != nil {
 		return nil, &requestError{handler.ToError(err)}
 	}
@@ -383,6 +379,41 @@ func (a *app) do(ctx context.Context, op messages.Op, vaultName string, args any
 		}
 	}
 	return rep.Result, nil
+}
+
+// send sends req: a local exec (or approval grant, which runs one) to the
+// home's exec keeper when one may serve it (keeper.go), everything else
+// through the invocation's client.
+func (a *app) send(ctx context.Context, req messages.Request) (messages.Reply, error) {
+	// A granted approval runs its command: there too, so that it uses the
+	// kept mount rather than a second one at the same place.
+	if (req.Op == messages.OpExec || req.Op == messages.OpApprovalGrant) && a.useKeeper() {
+		rep, err := a.keeperExec(ctx, req)
+		if !errors.Is(err, errKeeperUnavailable) || ctx.Err() != nil {
+			return rep, err // interrupted while waiting for a keeper: run nothing
+		}
+		a.log.Warn("running the command in this process", telemetry.LogKeyErr, err)
+	}
+	c, err := a.connect(ctx)
+	if err != nil {
+		return messages.Reply{}, err
+	}
+	rep, err := c.Do(ctx, req)
+	if _, local := c.(*localClient); local && err == nil && rep.Error == nil && req.Op == messages.OpVaultDelete {
+		// The exec keeper may hold the deleted vault's mount.
+		keeperForget(a.cfg.Home, req.Namespace, req.Vault)
+	}
+	return rep, err
+}
+
+// useKeeper says whether this invocation's execs go to the exec keeper:
+// local mode (no fleet URL, no avfs serve on the home), exec.keeper on,
+// and no client opened yet (a command that already opened the store in
+// this process keeps using it).
+func (a *app) useKeeper() bool {
+	a.clientMu.Lock()
+	defer a.clientMu.Unlock()
+	return a.client == nil && a.cfg.Exec.Keeper && a.cfg.NATS.URL == "" && runningServe(a.cfg.Home) == ""
 }
 
 func (a *app) actor() string {

@@ -176,7 +176,7 @@ func TestShellsCompleteNames(t *testing.T) {
 			}
 			home := t.TempDir() // the shells write history and caches there
 			cmd := exec.Command(path, sh.args...)
-			cmd.Env = []string{"AVFS_TEST_AS_AVFS=1", "AVFS_HOME=" + e.home, "HOME=" + home, "XDG_CONFIG_HOME=" + home, "XDG_DATA_HOME=" + home,
+			cmd.Env = []string{"AVFS_TEST_AS_AVFS=1", "AVFS_EXEC_KEEPER=false", "AVFS_HOME=" + e.home, "HOME=" + home, "XDG_CONFIG_HOME=" + home, "XDG_DATA_HOME=" + home,
 				"PATH=" + bin + ":/usr/bin:/bin", "PS1=$ ", "TERM=xterm", "INPUTRC=/dev/null"}
 			ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 			if err != nil {

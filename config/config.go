@@ -99,6 +99,14 @@ type Exec struct {
 	// MaxRuns is how many background runs (exec --detach) a vault may
 	// have going at once.
 	MaxRuns int `mapstructure:"max_runs"`
+	// Keeper lets a local exec (no server) hand its command to the home's
+	// exec keeper, a background avfs that keeps the vault mounted and a
+	// sandbox init started between commands (docs/decisions.md §25);
+	// false runs every exec in the CLI's own process.
+	Keeper bool `mapstructure:"keeper"`
+	// KeeperIdle is how long a keeper waits for the next exec before it
+	// unmounts and exits.
+	KeeperIdle time.Duration `mapstructure:"keeper_idle"`
 }
 
 // Sandbox says how exec confines commands (README: "Sandbox").
@@ -202,6 +210,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("exec.max_output", 1<<20)
 	v.SetDefault("exec.env_allow", []string{})
 	v.SetDefault("exec.max_runs", 4)
+	v.SetDefault("exec.keeper", true)
+	v.SetDefault("exec.keeper_idle", 5*time.Minute)
 	v.SetDefault("sandbox.mode", "namespaces")
 	v.SetDefault("sandbox.fallback", false)
 	v.SetDefault("sandbox.network", false)

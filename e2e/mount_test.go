@@ -20,7 +20,8 @@ import (
 func avfsCmd(t *testing.T, home string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(binary(t), args...)
-	cmd.Env = append(os.Environ(), "AVFS_HOME="+home, "AVFS_VAULT=")
+	// The exec keeper would outlive the test: execs run in the CLI.
+	cmd.Env = append(os.Environ(), "AVFS_HOME="+home, "AVFS_VAULT=", "AVFS_EXEC_KEEPER=false")
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte

@@ -40,6 +40,10 @@ type activeMount struct {
 	// other processes.
 	run  chan struct{}
 	lock *os.File
+	// inc is the vault's incarnation when it was mounted: another
+	// process may delete the vault and create another of the same name,
+	// which this mount does not show.
+	inc string
 }
 
 // lockRun takes am's run lock, or gives up when ctx ends.
@@ -67,12 +71,23 @@ func key(ns, name string) string { return ns + "/" + name }
 // acquire mounts v if needed and takes its run lock; the func it returns
 // undoes the lock but keeps the mount.
 func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, func(), error) {
+	inc, err := v.Incarnation(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	ms.mu.Lock()
 	am, ok := ms.m[key(v.Namespace(), v.Name())]
-	if ok && !am.mnt.Serving() {
+	stale := ok && am.inc != inc
+	if stale {
+		ms.log.Info("vault deleted and created again elsewhere: mounting the new one", "dir", am.mnt.Dir())
+	}
+	if ok && !stale && !am.mnt.Serving() {
 		// Unmounted from outside, or its server stopped: a dead mount
 		// would fail the command with ENOTCONN. Mount it again.
 		ms.log.Warn("mount found dead: mounting again", "dir", am.mnt.Dir())
+		stale = true
+	}
+	if stale {
 		am.run <- struct{}{} // wait for a command still running in it
 		ms.close(am)
 		am.lock.Close()
@@ -81,12 +96,12 @@ func (ms *Mounts) acquire(ctx context.Context, v *vault.Vault) (*activeMount, fu
 		ok = false
 	}
 	if !ok {
-		var err error
 		am, err = ms.mount(ctx, v)
 		if err != nil {
 			ms.mu.Unlock()
 			return nil, nil, err
 		}
+		am.inc = inc
 		ms.m[key(v.Namespace(), v.Name())] = am
 	}
 	ms.mu.Unlock()

@@ -81,10 +81,17 @@ func (t *Tx) inodeOf(op, p string, s *node) ([]*node, []string, error) {
 // deref returns the chain that ends at the inode chain's last entry
 // names: the chain itself, or for a stub the hidden entry's (inodeOf).
 func (t *Tx) deref(op, p string, chain []*node, comps []string) ([]*node, []string, error) {
-	if chain[len(chain)-1].kind != kindLink {
+	s := chain[len(chain)-1]
+	if s.kind != kindLink {
 		return chain, comps, nil
 	}
-	return t.inodeOf(op, p, chain[len(chain)-1])
+	ichain, icomps, err := t.inodeOf(op, p, s)
+	if err == nil {
+		// Where a name is, for the unlink that leaves it the last one;
+		// when it is the last already, the next write moves it back.
+		t.s.hints.note(t.v.id, s.target, JoinPath(comps), ichain[2].nlink == 1)
+	}
+	return ichain, icomps, err
 }
 
 // resolveInode is resolve, with a final stub replaced by its inode: comps
@@ -185,6 +192,8 @@ func (t *Tx) Link(oldPath, newPath string) error {
 		return err
 	}
 	t.v.files++
+	t.s.hints.note(t.v.id, stub.target, oclean, false)
+	t.s.hints.note(t.v.id, stub.target, nclean, false)
 	t.audit("link", oclean, map[string]any{"to": nclean})
 	return nil
 }
@@ -251,8 +260,14 @@ func (t *Tx) unref(s *node) error {
 		if err := t.makeWritable(ichain, icomps); err != nil {
 			return err
 		}
+		if ichain[2].nlink == 2 {
+			// One name left: moved back at the end of the transaction
+			// if the hints know where it is (relink.go).
+			t.s.hints.due(t.v.id, s.target)
+		}
 		return t.addLinks(ichain[2], -1)
 	}
+	t.s.hints.forget(t.v.id, s.target)
 	if err := t.makeWritable(ichain[:2], icomps[:1]); err != nil {
 		return err
 	}

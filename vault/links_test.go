@@ -3,9 +3,11 @@ package vault
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -250,5 +252,180 @@ func TestRenameExchange(t *testing.T) {
 		if err := v.Rename(ctx, c.a, c.b, RenameOptions{Exchange: true}, Meta{}); !errors.Is(err, c.want) {
 			t.Errorf("exchange %s %s: %v, want %v", c.a, c.b, err, c.want)
 		}
+	}
+}
+
+// stubAt reports whether path p of v is a hard-link stub (the inode lives
+// in the hidden directory) and whether the hidden directory holds ino.
+func stubAt(t *testing.T, v *Vault, p string, ino uint64) (stub, hidden bool) {
+	t.Helper()
+	type st struct{ stub, hidden bool }
+	r, err := read(context.Background(), v.s, v.namespace, v.name, func(tx *Tx) (st, error) {
+		comps, err := CleanPath(p)
+		if err != nil {
+			return st{}, err
+		}
+		chain, err := tx.walk("test", p, comps)
+		if err != nil {
+			return st{}, err
+		}
+		var out st
+		out.stub = chain[len(chain)-1].kind == kindLink
+		all, err := tx.walkPrefix([]string{linksName, strconv.FormatUint(ino, 10)})
+		if err != nil {
+			return st{}, err
+		}
+		out.hidden = len(all) == 3
+		return out, nil
+	})
+	must(t, err)
+	return r.stub, r.hidden
+}
+
+// TestInodeMovesBackAtOneName: git's link(tmp, final) + unlink(tmp) leaves
+// final an ordinary file again, with the same inode number, content and
+// attributes, nothing in the change summary, and checkpoints and forks
+// made while it had two names keep them.
+func TestInodeMovesBackAtOneName(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	v := newVault(t, s, "a", Quota{})
+	mustWrite(t, v, "/objects/tmp_obj", []byte("blob"))
+	mode := fs.FileMode(0o444)
+	_, err := v.SetAttr(ctx, "/objects/tmp_obj", &mode, nil, Meta{})
+	must(t, err)
+	before, err := v.Stat(ctx, "/objects/tmp_obj")
+	must(t, err)
+	must(t, v.Mkdir(ctx, "/objects/ab", 0o755, false, Meta{}))
+	must(t, v.Link(ctx, "/objects/tmp_obj", "/objects/ab/cdef", Meta{}))
+	_, err = v.SaveCheckpoint(ctx, "two-names", "", false, Meta{})
+	must(t, err)
+	_, err = s.Fork(ctx, "default", "a", "f", "", Meta{})
+	must(t, err)
+	moved := s.hints.count()
+	must(t, v.Remove(ctx, "/objects/tmp_obj", RemoveOptions{}, Meta{}))
+	if s.hints.count() != moved+1 {
+		t.Fatalf("inodes moved back: %d, want %d", s.hints.count(), moved+1)
+	}
+	if stub, hidden := stubAt(t, v, "/objects/ab/cdef", before.Ino); stub || hidden {
+		t.Fatalf("after the unlink: stub %v, in the hidden directory %v; want an ordinary file", stub, hidden)
+	}
+	e, err := v.Stat(ctx, "/objects/ab/cdef")
+	must(t, err)
+	if e.Ino != before.Ino || e.Nlink != 1 || e.Mode != before.Mode || e.Size != 4 {
+		t.Fatalf("stat after the move back = %+v, want ino %d, 1 link, mode %v", e, before.Ino, before.Mode)
+	}
+	mustRead(t, v, "/objects/ab/cdef", []byte("blob"))
+	ch, err := v.Diff(ctx, "two-names", "")
+	must(t, err)
+	if len(ch.Added) != 0 || len(ch.Modified) != 0 || !slices.Equal(paths(ch.Deleted), []string{"/objects/tmp_obj"}) {
+		t.Fatalf("changes since two names: added %v modified %v deleted %v, want only /objects/tmp_obj deleted",
+			paths(ch.Added), paths(ch.Modified), paths(ch.Deleted))
+	}
+	// A merge from the fork (made while both names existed) brings its
+	// own change and leaves the moved-back file as it is.
+	fv := s.Vault("default", "f")
+	mustWrite(t, fv, "/from-fork", []byte("f"))
+	if _, err := v.Merge(ctx, "f", MergeOptions{}, Meta{}); err != nil {
+		t.Fatalf("merge of the fork after the move back: %v", err)
+	}
+	mustRead(t, v, "/from-fork", []byte("f"))
+	if e, err := v.Stat(ctx, "/objects/ab/cdef"); err != nil || e.Ino != before.Ino || e.Nlink != 1 {
+		t.Fatalf("after the merge: %+v %v, want ino %d with 1 link", e, err, before.Ino)
+	}
+	if _, err := v.Stat(ctx, "/objects/tmp_obj"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("merge brought back the unlinked name: %v", err)
+	}
+	// Writes after the move go to the one node.
+	mustWrite(t, v, "/objects/ab/cdef", []byte("changed"))
+	// The fork and the checkpoint still have both names, one inode.
+	mustRead(t, fv, "/objects/tmp_obj", []byte("blob"))
+	mustWrite(t, fv, "/objects/tmp_obj", []byte("fork"))
+	mustRead(t, fv, "/objects/ab/cdef", []byte("fork"))
+	_, err = v.RestoreCheckpoint(ctx, "two-names", Meta{})
+	must(t, err)
+	for _, p := range []string{"/objects/tmp_obj", "/objects/ab/cdef"} {
+		e, err := v.Stat(ctx, p)
+		must(t, err)
+		if e.Ino != before.Ino || e.Nlink != 2 {
+			t.Fatalf("restored %s = %+v, want ino %d with 2 links", p, e, before.Ino)
+		}
+		mustRead(t, v, p, []byte("blob"))
+	}
+	must(t, v.Remove(ctx, "/objects/ab/cdef", RemoveOptions{}, Meta{}))
+	if stub, _ := stubAt(t, v, "/objects/tmp_obj", before.Ino); stub {
+		t.Fatalf("/objects/tmp_obj is still a stub after its other name went")
+	}
+	// Export and import carry the moved-back file, inode number included.
+	file := filepath.Join(t.TempDir(), "a.avfs")
+	_, err = s.Export(ctx, "default", "a", file)
+	must(t, err)
+	_, err = s.Import(ctx, file, "default", "b", Meta{})
+	must(t, err)
+	vb := s.Vault("default", "b")
+	mustRead(t, vb, "/objects/tmp_obj", []byte("blob"))
+	if e, err := vb.Stat(ctx, "/objects/tmp_obj"); err != nil || e.Ino != before.Ino || e.Nlink != 1 {
+		t.Fatalf("imported: %+v %v, want ino %d with 1 link", e, err, before.Ino)
+	}
+	must(t, s.IntegrityCheck(ctx))
+}
+
+// TestInodeMovesBackAfterLookup: a store that did not see the links made
+// (another process) cannot know the last name at the unlink; the first
+// lookup that finds it does, and the next write moves it back.
+func TestInodeMovesBackAfterLookup(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	a, err := Open(ctx, path, Options{})
+	must(t, err)
+	defer a.Close()
+	va := newVault(t, a, "v", Quota{})
+	mustWrite(t, va, "/x", []byte("data"))
+	must(t, va.Link(ctx, "/x", "/y", Meta{}))
+	b, err := Open(ctx, path, Options{})
+	must(t, err)
+	defer b.Close()
+	vb := b.Vault("default", "v")
+	must(t, vb.Remove(ctx, "/x", RemoveOptions{}, Meta{}))
+	e, err := vb.Stat(ctx, "/y")
+	must(t, err)
+	if stub, _ := stubAt(t, vb, "/y", e.Ino); !stub {
+		t.Fatalf("/y moved back without a hint: want it still a stub until a lookup")
+	}
+	mustWrite(t, vb, "/z", []byte("any write"))
+	if stub, hidden := stubAt(t, vb, "/y", e.Ino); stub || hidden {
+		t.Fatalf("/y after a lookup and a write: stub %v hidden %v, want an ordinary file", stub, hidden)
+	}
+	e2, err := va.Stat(ctx, "/y")
+	must(t, err)
+	if e2.Ino != e.Ino || e2.Nlink != 1 {
+		t.Fatalf("stat /y = %+v, want ino %d, 1 link", e2, e.Ino)
+	}
+	mustRead(t, va, "/y", []byte("data"))
+}
+
+// BenchmarkStatAfterLink is the cost of a stat of a file that was
+// hard-linked (decisions §29): "plain" was never linked, "one-name-left"
+// had a second name that git's link-then-unlink removed (moved back out of
+// the hidden directory: the same as plain), "two-names" still has both (a
+// stub: one more lookup, and no one-statement path).
+func BenchmarkStatAfterLink(b *testing.B) {
+	ctx := context.Background()
+	s := openTestStore(b)
+	v := newVault(b, s, "a", Quota{})
+	mustWrite(b, v, "/d/plain", []byte("x"))
+	mustWrite(b, v, "/d/tmp", []byte("x"))
+	must(b, v.Link(ctx, "/d/tmp", "/d/one-name-left", Meta{}))
+	must(b, v.Remove(ctx, "/d/tmp", RemoveOptions{}, Meta{}))
+	mustWrite(b, v, "/d/two-names", []byte("x"))
+	must(b, v.Link(ctx, "/d/two-names", "/d/other", Meta{}))
+	for _, name := range []string{"plain", "one-name-left", "two-names"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Stat(ctx, "/d/"+name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -84,6 +84,11 @@ type Store struct {
 	// sequence and so voids the entry. Guarded by wmu.
 	uniq map[int64]uniqBound
 
+	// hints remembers where hard-linked inodes have names, to move an
+	// inode back out of the hidden directory once it has one name left
+	// (relink.go). Memory only: a hint may be stale and is checked.
+	hints linkHints
+
 	// auditCh is closed after a commit that adds audit events (see
 	// AuditNotify); nil while nobody waits.
 	auditMu sync.Mutex

@@ -314,6 +314,11 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	if err != nil {
 		return res, false, err
 	}
+	if t.v.id != 0 {
+		if err := t.relinkDue(); err != nil {
+			return res, false, fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	if len(t.toIndex) > 0 {
 		if err := t.flushIndex(); err != nil {
 			return res, false, fmt.Errorf("%s: %w", op, err)

@@ -189,6 +189,16 @@ func (v *Vault) Info(ctx context.Context) (Info, error) {
 	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (Info, error) { return t.info(true) })
 }
 
+// Incarnation identifies this vault among every vault that had or will
+// have its namespace and name: a vault deleted and created again under
+// the same name has another incarnation. A process holding state about a
+// vault by name (a mount) compares it to know its state is of this vault.
+func (v *Vault) Incarnation(ctx context.Context) (string, error) {
+	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (string, error) {
+		return fmt.Sprintf("%d.%d", t.v.id, t.v.createdAt), nil
+	})
+}
+
 // List describes every vault in namespace ns, sorted by name.
 func (s *Store) List(ctx context.Context, ns string) ([]Info, error) {
 	return read(ctx, s, ns, "", func(t *Tx) ([]Info, error) {
