@@ -62,6 +62,10 @@ type Head struct {
 	// Seed marks a fork's first copy, pushed by its source's worker for
 	// the fork's owner elsewhere (the owner's first push replaces it).
 	Seed bool `json:"seed,omitempty"`
+	// LogSeq is the sequence, in StreamLog, of the last change log entry
+	// of the vault that the snapshot includes: a new owner applies the
+	// entries after it (0: none, or a push from before the log).
+	LogSeq uint64 `json:"log_seq,omitempty"`
 }
 
 // ManifestObject names a manifest pushed for ns/vault; id makes each push

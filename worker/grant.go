@@ -34,7 +34,9 @@ func (s *Server) handle(ctx context.Context, req messages.Request) messages.Repl
 	if e != nil {
 		return messages.Reply{RequestID: req.RequestID, Error: e}
 	}
-	rep := s.h.Handle(ctx, req)
+	// The command's effects are held by a snapshot of its vault before
+	// the grant is answered (changelog.go).
+	rep := s.clog.serve(ctx, vreq, o, func(ctx context.Context) messages.Reply { return s.h.Handle(ctx, req) })
 	s.ho.after(ctx, vreq, messages.Reply{Error: rep.Error}, o, p)
 	return rep
 }

@@ -82,6 +82,7 @@ type Server struct {
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
 	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
 	pr       *peers        // vault.push between workers, for merges (peers.go)
+	clog     *changelog    // the fleet's change log: replication at acknowledgement (changelog.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -124,6 +125,7 @@ func NewServer(nc *nats.Conn, h *handler.Handler, o ServeOptions) (*Server, erro
 
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
+	s.clog = newChangelog(s)
 	s.cat = newCatalog(s)
 	s.pr = newPeers(s)
 	// Expired vaults are deleted through the fleet (sweepExpired), never
@@ -136,6 +138,7 @@ func (s *Server) withHandoff() *Server {
 	s.h.OnChange(func(op messages.Op, ns, vault string) {
 		if op == messages.OpExec {
 			s.ho.markDirty(vkey{ns, vault})
+			s.ho.ranInBackground(vkey{ns, vault})
 		}
 		s.cat.touch(vkey{ns, vault})
 	})
@@ -152,6 +155,7 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, telemetry.LogKeyErr, err)
 	}
+	s.clog.open(ctx)
 	okv, err := s.js.KeyValue(ctx, messages.BucketOwners)
 	if err != nil {
 		return fmt.Errorf("owners bucket: %w", err)
@@ -522,7 +526,8 @@ func (s *Server) process(msg delivery) {
 		if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
 			hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 		}
-		rep = s.handle(hctx, req)
+		// A change is answered only once JetStream holds it (changelog.go).
+		rep = s.clog.serve(hctx, req, owner, func(ctx context.Context) messages.Reply { return s.handle(ctx, req) })
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)
 		rep = s.cat.record(ctx, req, rep, owner) // what the dispatcher lists
