@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/avfs/avfs/client"
+	"github.com/avfs/avfs/internal/poll"
+	"github.com/avfs/avfs/messages"
+)
+
+// streamers are clients that each append numbered lines to their own
+// file of a vault, one request per line, each line under its own request
+// id; a request not answered (its worker died, it timed out, the fleet
+// said UNAVAILABLE) is sent again with the same id until it is.
+type streamers struct {
+	round int
+	t     *testing.T
+	c     *client.Client
+	vault string
+	acked []atomic.Int64 // lines acknowledged, per client
+	tries atomic.Int64   // requests sent again
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+}
+
+func startStreamers(t *testing.T, c *client.Client, vault string, n int, round int) *streamers {
+	s := &streamers{t: t, c: c, vault: vault, round: round, acked: make([]atomic.Int64, n)}
+	for i := range n {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for line := s.acked[i].Load(); !s.stop.Load(); line++ {
+				args, _ := json.Marshal(messages.WriteArgs{Path: fmt.Sprintf("/r%dc%d.txt", round, i), Content: []byte(fmt.Sprintf("%d\n", line)), Append: true})
+				req := messages.Request{Op: messages.OpWrite, Namespace: "default", Vault: vault, Args: args,
+					RequestID: fmt.Sprintf("r%d-c%d-l%d", round, i, line)}
+				deadline := time.Now().Add(90 * time.Second)
+				for try := 0; ; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					rep, err := c.Do(ctx, req)
+					cancel()
+					if err == nil && rep.Error == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("client %d: line %d not acknowledged in 90 s: %v %v", i, line, err, rep.Error)
+						return
+					}
+					s.tries.Add(1)
+					time.Sleep(50 * time.Millisecond)
+				}
+				s.acked[i].Store(line + 1)
+			}
+		}()
+	}
+	return s
+}
+
+// waitEach waits until every client has had at least n more lines
+// acknowledged than it had at from.
+func (s *streamers) waitEach(from []int64, n int64, what string) {
+	s.t.Helper()
+	poll.Until(s.t, 90*time.Second, what, func() (bool, error) {
+		for i := range s.acked {
+			if got := s.acked[i].Load(); got < from[i]+n {
+				return false, fmt.Errorf("client %d at %d lines, want %d", i, got, from[i]+n)
+			}
+		}
+		return true, nil
+	})
+}
+
+func (s *streamers) now() []int64 {
+	out := make([]int64, len(s.acked))
+	for i := range s.acked {
+		out[i] = s.acked[i].Load()
+	}
+	return out
+}
+
+func (s *streamers) end() []int64 {
+	s.stop.Store(true)
+	s.wg.Wait()
+	return s.now()
+}
+
+// check reads every client's file: each acknowledged line is there,
+// once, in order (a retried request applied twice shows as a repeated
+// line).
+func (s *streamers) check(acked []int64) {
+	s.t.Helper()
+	for i, n := range acked {
+		var cat messages.CatResult
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := s.c.Call(ctx, "default", s.vault, messages.OpCat, messages.PathArgs{Path: fmt.Sprintf("/r%dc%d.txt", s.round, i)}, &cat)
+		cancel()
+		if err != nil {
+			s.t.Fatalf("client %d's file: %v", i, err)
+		}
+		var want strings.Builder
+		for line := range n {
+			fmt.Fprintf(&want, "%d\n", line)
+		}
+		if got := *cat.Content; got != want.String() {
+			s.t.Fatalf("client %d: %d lines acknowledged, file has %q", i, n, got)
+		}
+	}
+}
+
+// TestAcknowledgedChangesOutliveTheirWorker streams acknowledged appends
+// from 8 clients into one vault while its owner is SIGKILLed (a real
+// process with its own store: another machine), twice: the second time
+// the first worker is back with its outdated store and takes the vault
+// again. Every acknowledged line is on the new owner, none twice though
+// each client retries its unanswered request with the same id; a
+// checkpoint acknowledged just before a kill survives it, and so does an
+// exec's effect, whose retry is answered from its stored result.
+func TestAcknowledgedChangesOutliveTheirWorker(t *testing.T) {
+	f := startFleet(t)
+	home1 := t.TempDir()
+	w1 := f.startWorkerProcess(home1, "k1")
+	f.waitMembers("k1")
+	c := f.client()
+	ctx := context.Background()
+	call := func(op messages.Op, args, out any) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return c.Call(cctx, "default", "dur", op, args, out)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	w2 := f.startWorkerProcess(t.TempDir(), "k2")
+	f.waitMembers("k2")
+
+	owner := func() string {
+		var info messages.VaultResult
+		must(call(messages.OpVaultInfo, nil, &info))
+		return info.Vault.Worker
+	}
+	procs := map[string]*exec.Cmd{"k1": w1, "k2": w2}
+	for round := 1; round <= 2; round++ {
+		victim := owner()
+		s := startStreamers(t, c, "dur", 8, round)
+		s.waitEach(make([]int64, 8), 10+int64(rand.IntN(10)), "lines acknowledged before the kill")
+		var exec1 messages.Envelope
+		execReq := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "dur", RequestID: fmt.Sprintf("exec-%d", round)}
+		execReq.Args, _ = json.Marshal(messages.ExecArgs{Argv: []string{"sh", "-c", "echo ran >> exec.txt"}})
+		if round == 2 {
+			rep, err := c.Do(ctx, execReq)
+			must(err)
+			if rep.Error != nil {
+				t.Fatal(rep.Error)
+			}
+			json.Unmarshal(rep.Result, &exec1)
+			must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "acked"}, nil))
+		}
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // a random moment of the stream
+		before := s.now()
+		killed := time.Now()
+		killWorker(t, procs[victim])
+		s.waitEach(before, 5, "lines acknowledged after the kill")
+		t.Logf("round %d: killed %s; 5 more lines each acknowledged %v later", round, victim, time.Since(killed).Round(time.Millisecond))
+		acked := s.end()
+		if now := owner(); now == victim {
+			t.Fatalf("round %d: vault still served by %s, which was killed", round, victim)
+		}
+		s.check(acked)
+		var total int64
+		for _, n := range acked {
+			total += n
+		}
+		t.Logf("round %d: %d lines acknowledged, all there once; %d requests sent again", round, total, s.tries.Load())
+		if round == 2 {
+			var cps messages.CheckpointListResult
+			must(call(messages.OpCheckpointList, nil, &cps))
+			found := false
+			for _, cp := range cps.Checkpoints {
+				found = found || cp.Name == "acked"
+			}
+			if !found {
+				t.Fatalf("checkpoint acknowledged before the kill is gone: %+v", cps.Checkpoints)
+			}
+			// The exec's effect is there once, and its retry is answered
+			// from its stored result rather than run again.
+			rep, err := c.Do(ctx, execReq)
+			must(err)
+			if rep.Error != nil {
+				t.Fatal(rep.Error)
+			}
+			var cat messages.CatResult
+			must(call(messages.OpCat, messages.PathArgs{Path: "/exec.txt"}, &cat))
+			if *cat.Content != "ran\n" {
+				t.Fatalf("exec's effect after the failover and a retry: %q", *cat.Content)
+			}
+		}
+		if round == 1 {
+			// The killed worker comes back on its own (now outdated)
+			// store, to take the vault when the other one dies.
+			procs[victim] = f.startWorkerProcess(home1, victim)
+			f.waitMembers(victim)
+		}
+	}
+}
