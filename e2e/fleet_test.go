@@ -124,7 +124,7 @@ func startStoppableWorker(t testing.TB, nc *nats.Conn, id string, tp trace.Trace
 
 // serveStore runs worker id on nc over store st (under home) until stop
 // is called or the test ends; st stays open.
-func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider) (stop func()) {
+func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, tp trace.TracerProvider, mp metric.MeterProvider, opts ...func(*worker.ServeOptions)) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	h := handler.New(st, handler.Options{Worker: id, Tracer: tp, Meter: mp})
@@ -134,7 +134,11 @@ func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Tracer: tp})
+	o := worker.ServeOptions{ID: id, Tracer: tp}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	srv, err := worker.NewServer(nc, h, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,18 +3,24 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/avfs/avfs/client"
 	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/vault"
+	"github.com/avfs/avfs/worker"
 )
 
 // streamers are clients that each append numbered lines to their own
@@ -212,5 +218,84 @@ func TestAcknowledgedChangesOutliveTheirWorker(t *testing.T) {
 			procs[victim] = f.startWorkerProcess(home1, victim)
 			f.waitMembers(victim)
 		}
+	}
+}
+
+// TestPausedOwnerCannotAppend holds a write on its owner after the
+// handler made it and before its change log entry is appended (the
+// owner paused at the worst moment), moves the vault to another worker
+// meanwhile (as a dispatcher does when a heartbeat lapses), and serves a
+// write there. The old owner, let go, still believes it owns the vault,
+// but its append expects a log sequence that the new owner's takeover
+// moved: it is refused, and the write is not acknowledged, nor found on
+// the new owner; the old owner then sends the vault's requests on.
+func TestPausedOwnerCannotAppend(t *testing.T) {
+	f := startFleet(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	home := t.TempDir()
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	serveStore(t, f.conn(), "o1", home, st, nil, nil, func(o *worker.ServeOptions) {
+		o.FaultBeforeAppend = func(req messages.Request) {
+			if strings.Contains(string(req.Args), `"/held.txt"`) {
+				once.Do(func() { close(entered) })
+				<-release
+			}
+		}
+	})
+	f.waitMembers("o1")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "pz", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.addWorker("o2")
+	held := make(chan messages.Reply, 1)
+	go func() {
+		held <- f.askWorker("o1", "default", "pz", messages.OpWrite, messages.WriteArgs{Path: "/held.txt", Content: []byte("never acknowledged")})
+	}()
+	select {
+	case <-entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the held write never reached its append")
+	}
+	js, _ := jetstream.New(f.conn())
+	kv, err := js.KeyValue(ctx, messages.BucketOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, rev := ownerRecord(t, kv, "default", "pz")
+	b, _ := json.Marshal(messages.Owner{Worker: "o2", Epoch: old.Epoch + 1})
+	if _, err := kv.Update(ctx, "default.pz", b, rev); err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.askWorker("o2", "default", "pz", messages.OpWrite, messages.WriteArgs{Path: "/new.txt", Content: []byte("on o2")}); rep.Error != nil {
+		t.Fatalf("write on the new owner: %v", rep.Error)
+	}
+	close(release)
+	rep := <-held
+	if rep.Error == nil || rep.Error.Code != messages.CodeUnavailable || !strings.Contains(rep.Error.Message, "not replicated") {
+		t.Fatalf("the paused owner's write after it lost the vault: %+v, want UNAVAILABLE from its refused append", rep.Error)
+	}
+	var e *messages.Error
+	var cat messages.CatResult
+	if err := c.Call(ctx, "default", "pz", messages.OpCat, messages.PathArgs{Path: "/held.txt"}, &cat); !errors.As(err, &e) || e.Code != messages.CodeNotFound {
+		t.Fatalf("the refused write is on the new owner (err %v)", err)
+	}
+	if err := c.Call(ctx, "default", "pz", messages.OpCat, messages.PathArgs{Path: "/new.txt"}, &cat); err != nil || *cat.Content != "on o2" {
+		t.Fatalf("/new.txt: %v", err)
+	}
+	// Asked again, the old owner no longer serves the vault: the request
+	// reaches the new owner.
+	if rep := f.askWorker("o1", "default", "pz", messages.OpWrite, messages.WriteArgs{Path: "/later.txt", Content: []byte("via o1")}); rep.Error != nil {
+		t.Fatalf("write sent to the old owner: %v", rep.Error)
+	}
+	var info messages.VaultResult
+	if err := c.Call(ctx, "default", "pz", messages.OpVaultInfo, nil, &info); err != nil || info.Vault.Worker != "o2" {
+		t.Fatalf("vault served by %q (%v), want o2", info.Vault.Worker, err)
 	}
 }

@@ -209,6 +209,9 @@ func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep
 		// replay later may not find: a snapshot keeps it.
 		return l.snapshot(ctx, k, string(req.Op))
 	}
+	if f := l.s.o.FaultBeforeAppend; f != nil {
+		f(req)
+	}
 	seq, err := l.append(ctx, k, b)
 	if err != nil {
 		return err

@@ -44,6 +44,11 @@ type ServeOptions struct {
 	// is redelivered (and, after MaxDeliver, dead-lettered). It exists
 	// only to cause redelivery in tests; never set it in production.
 	FaultNoProgress bool
+	// FaultBeforeAppend is a test fault: called with a change's request
+	// after the handler made it and before its change log entry is
+	// appended, it can hold the append back (a pause of the owner at the
+	// worst moment). Never set it in production.
+	FaultBeforeAppend func(messages.Request)
 	Logger          *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
