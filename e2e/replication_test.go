@@ -50,7 +50,10 @@ func startStreamers(t *testing.T, c *client.Client, vault string, n int, round i
 					RequestID: fmt.Sprintf("r%d-c%d-l%d", round, i, line)}
 				deadline := time.Now().Add(90 * time.Second)
 				for try := 0; ; try++ {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					// A short wait: a request caught by the kill is sent
+					// again (same id) while the first copy still waits
+					// in the fleet for the takeover.
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 					rep, err := c.Do(ctx, req)
 					cancel()
 					if err == nil && rep.Error == nil {

@@ -75,10 +75,20 @@ type changelog struct {
 	// snapshot's export: the export then includes exactly the changes
 	// logged up to the sequence it names.
 	locks map[vkey]*sync.Mutex
+	// pos caches the local positions this worker recorded; unflushed
+	// holds those not yet written to the store (flushLoop writes them
+	// within flushEvery: a crash before loses only the proof, and the
+	// takeover then pulls the snapshot instead of reusing the copy).
+	pos       map[vkey]localPos
+	unflushed map[vkey]localPos
 }
 
+// flushEvery is how often recorded local positions reach the store.
+const flushEvery = 100 * time.Millisecond
+
 func newChangelog(s *Server) *changelog {
-	return &changelog{s: s, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{}}
+	return &changelog{s: s, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{},
+		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}}
 }
 
 // open finds the log stream; without it the fleet replicates at pushes
@@ -192,7 +202,7 @@ func (l *changelog) serve(ctx context.Context, req messages.Request, owner messa
 // too large.
 func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep messages.Reply, owner messages.Owner, now time.Time) error {
 	st := l.s.h.Store()
-	pos, err := st.Vault(k.ns, k.vault).LogPos(ctx)
+	pos, err := st.Vault(k.ns, k.vault).ChangeSeq(ctx)
 	if err != nil {
 		return err
 	}
@@ -345,6 +355,8 @@ func (l *changelog) forget(k vkey) {
 	l.mu.Lock()
 	delete(l.last, k)
 	delete(l.since, k)
+	delete(l.pos, k)
+	delete(l.unflushed, k)
 	l.mu.Unlock()
 	l.s.ho.mu.Lock()
 	delete(l.s.ho.checked, k)
@@ -361,21 +373,57 @@ type localPos struct {
 func logPosKey(k vkey) string { return "log_pos." + k.ns + "/" + k.vault }
 
 func (l *changelog) local(ctx context.Context, k vkey) (localPos, bool) {
+	l.mu.Lock()
+	p, ok := l.pos[k]
+	l.mu.Unlock()
+	if ok {
+		return p, true
+	}
 	v, ok, err := l.s.h.Store().Meta(ctx, logPosKey(k))
 	if err != nil || !ok {
 		return localPos{}, false
 	}
-	var p localPos
 	if _, err := fmt.Sscanf(v, "%d:%d:%d", &p.pos.Vault, &p.pos.Seq, &p.seq); err != nil {
 		return localPos{}, false
 	}
 	return p, true
 }
 
-// record notes that the local copy of k, at pos, equals its log up to seq.
+// record notes that the local copy of k, at pos, equals its log up to
+// seq; the store learns it within flushEvery.
 func (l *changelog) record(ctx context.Context, k vkey, pos vault.LogPos, seq uint64) {
-	if err := l.s.h.Store().SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", pos.Vault, pos.Seq, seq)); err != nil {
-		l.s.log.Warn("change log: record position (a takeover here pulls the snapshot)", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
+	p := localPos{pos: pos, seq: seq}
+	l.mu.Lock()
+	l.pos[k] = p
+	l.unflushed[k] = p
+	l.mu.Unlock()
+}
+
+// flushLoop writes the recorded positions to the store until ctx ends,
+// then once more.
+func (l *changelog) flushLoop(ctx context.Context) {
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			l.flush(ctx)
+		}
+	}
+}
+
+func (l *changelog) flush(ctx context.Context) {
+	l.mu.Lock()
+	ps := l.unflushed
+	l.unflushed = map[vkey]localPos{}
+	l.mu.Unlock()
+	for k, p := range ps {
+		if err := l.s.h.Store().SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)); err != nil {
+			l.s.log.Warn("change log: record position (a takeover here pulls the snapshot)", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
+		}
 	}
 }
 
@@ -407,7 +455,7 @@ func (l *changelog) pin(ctx context.Context, k vkey, reason string) (*pin, error
 		p.unlock()
 		return nil, err
 	}
-	pos, err := l.s.h.Store().Vault(k.ns, k.vault).LogPos(ctx)
+	pos, err := l.s.h.Store().Vault(k.ns, k.vault).ChangeSeq(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -445,7 +493,7 @@ func (l *changelog) landed(ctx context.Context, p *pin) {
 			m.Lock()
 			defer m.Unlock()
 		}
-		pos, err := l.s.h.Store().Vault(p.k.ns, p.k.vault).LogPos(ctx)
+		pos, err := l.s.h.Store().Vault(p.k.ns, p.k.vault).ChangeSeq(ctx)
 		if lp, ok := l.local(ctx, p.k); err == nil && pos == p.pos && (!ok || lp.seq < p.seq) {
 			l.record(ctx, p.k, pos, p.seq)
 		}
@@ -468,6 +516,8 @@ func (l *changelog) dropped(ctx context.Context, k vkey) {
 	l.mu.Lock()
 	delete(l.last, k)
 	delete(l.since, k)
+	delete(l.pos, k)
+	delete(l.unflushed, k)
 	l.mu.Unlock()
 	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(messages.LogSubject(k.ns, k.vault))); err != nil {
 		l.s.log.Warn("change log: drop a deleted vault's log", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
@@ -492,7 +542,7 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 	lp, recorded := l.local(ctx, k)
 	valid := false
 	if exists && recorded {
-		pos, err := v.LogPos(ctx)
+		pos, err := v.ChangeSeq(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -535,7 +585,7 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 		b, _ := json.Marshal(e)
 		seq, err := l.append(ctx, k, b)
 		if err == nil {
-			pos, err := v.LogPos(ctx)
+			pos, err := v.ChangeSeq(ctx)
 			if err != nil {
 				return exists, err
 			}

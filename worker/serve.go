@@ -175,7 +175,8 @@ func (s *Server) Run(ctx context.Context) error {
 	// last flush comes after the last one finished.
 	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	var cwg sync.WaitGroup
-	cwg.Add(2)
+	cwg.Add(3)
+	go func() { defer cwg.Done(); s.clog.flushLoop(cctx) }()
 	go func() { defer cwg.Done(); s.cat.run(cctx) }()
 	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
 	defer func() { ccancel(); cwg.Wait() }()
