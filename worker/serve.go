@@ -49,7 +49,7 @@ type ServeOptions struct {
 	// appended, it can hold the append back (a pause of the owner at the
 	// worst moment). Never set it in production.
 	FaultBeforeAppend func(messages.Request)
-	Logger          *slog.Logger
+	Logger            *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
 	Tracer trace.TracerProvider
