@@ -57,7 +57,7 @@ func openLocal(ctx context.Context, c *config.Config, log *slog.Logger, tp trace
 // storeOptions are the vault store's options from the config.
 func storeOptions(c *config.Config) vault.Options {
 	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize,
-		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode}}
+		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode, Replication: c.Replication}}
 }
 
 // natsClient sends requests to a fleet.

@@ -302,3 +302,90 @@ func TestPausedOwnerCannotAppend(t *testing.T) {
 		t.Fatalf("vault served by %q (%v), want o2", info.Vault.Worker, err)
 	}
 }
+
+// TestReplicationModes switches a vault between the replication modes:
+// each switch pushes a snapshot that names the mode; sync and async
+// changes go to the change log (async ones just after their reply),
+// checkpoint ones do not; a mode that does not exist is refused.
+func TestReplicationModes(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("m1")
+	c := f.client()
+	ctx := context.Background()
+	call := func(op messages.Op, args, out any) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return c.Call(cctx, "default", "modes", op, args, out)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	var set messages.VaultSettingsResult
+	must(call(messages.OpVaultSettings, nil, &set))
+	if set.Settings.Replication != "sync" {
+		t.Fatalf("default replication %q, want sync", set.Settings.Replication)
+	}
+	js, _ := jetstream.New(f.conn())
+	stream, err := js.Stream(ctx, messages.StreamLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := func() messages.ChangeEntry {
+		t.Helper()
+		m, err := stream.GetLastMsgForSubject(ctx, messages.LogSubject("default", "modes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e messages.ChangeEntry
+		must(json.Unmarshal(m.Data, &e))
+		return e
+	}
+	heads, err := js.KeyValue(ctx, messages.BucketHeads)
+	must(err)
+	head := func() messages.Head {
+		t.Helper()
+		e, err := heads.Get(ctx, messages.VaultKey("default", "modes"))
+		must(err)
+		var hd messages.Head
+		must(json.Unmarshal(e.Value(), &hd))
+		return hd
+	}
+	write := func(path string) {
+		t.Helper()
+		must(call(messages.OpWrite, messages.WriteArgs{Path: path, Content: []byte(path)}, nil))
+	}
+	write("/s.txt")
+	if e := last(); e.Kind != messages.LogOp || e.Request == nil || !strings.Contains(string(e.Request.Args), "/s.txt") {
+		t.Fatalf("last entry after a sync write: %+v", e)
+	}
+	must(call(messages.OpVaultSet, messages.VaultSetArgs{Key: "replication", Value: "checkpoint"}, &set))
+	if hd := head(); hd.Replication != "checkpoint" || hd.Reason != "replication" {
+		t.Fatalf("head after the switch to checkpoint: %+v", hd)
+	}
+	before := last()
+	write("/c.txt")
+	if e := last(); e.Request != nil && strings.Contains(string(e.Request.Args), "/c.txt") || e.Kind != before.Kind || e.Time != before.Time {
+		t.Fatalf("a checkpoint-mode write went to the log: %+v", e)
+	}
+	must(call(messages.OpVaultSet, messages.VaultSetArgs{Key: "replication", Value: "async"}, &set))
+	if hd := head(); hd.Replication != "async" {
+		t.Fatalf("head after the switch to async: %+v", hd)
+	}
+	write("/a.txt")
+	poll.Until(t, 10*time.Second, "the async write logged", func() (bool, error) {
+		e := last()
+		return e.Request != nil && strings.Contains(string(e.Request.Args), "/a.txt"), fmt.Errorf("last entry %+v", e)
+	})
+	var e *messages.Error
+	if err := call(messages.OpVaultSet, messages.VaultSetArgs{Key: "replication", Value: "sometimes"}, nil); !errors.As(err, &e) || e.Code != messages.CodeInvalidArgument {
+		t.Fatalf("replication sometimes: %v", err)
+	}
+	must(call(messages.OpVaultSet, messages.VaultSetArgs{Key: "replication", Value: "default"}, &set))
+	if set.Settings.Replication != "sync" {
+		t.Fatalf("replication default: %+v", set.Settings)
+	}
+}

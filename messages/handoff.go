@@ -66,6 +66,11 @@ type Head struct {
 	// of the vault that the snapshot includes: a new owner applies the
 	// entries after it (0: none, or a push from before the log).
 	LogSeq uint64 `json:"log_seq,omitempty"`
+	// Replication is the vault's replication mode when it was pushed
+	// (sync, async, checkpoint): a new owner takes a checkpoint-mode
+	// vault from the head alone, others from the head and the log.
+	// Every change of mode pushes a snapshot.
+	Replication string `json:"replication,omitempty"`
 }
 
 // ManifestObject names a manifest pushed for ns/vault; id makes each push

@@ -81,6 +81,9 @@ type changelog struct {
 	// takeover then pulls the snapshot instead of reusing the copy).
 	pos       map[vkey]localPos
 	unflushed map[vkey]localPos
+	// modes caches vaults' replication modes (vault settings; the
+	// head's at a takeover).
+	modes map[vkey]string
 }
 
 // flushEvery is how often recorded local positions reach the store.
@@ -88,7 +91,7 @@ const flushEvery = 100 * time.Millisecond
 
 func newChangelog(s *Server) *changelog {
 	return &changelog{s: s, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{},
-		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}}
+		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}, modes: map[vkey]string{}}
 }
 
 // open finds the log stream; without it the fleet replicates at pushes
@@ -102,13 +105,6 @@ func (l *changelog) open(ctx context.Context) {
 	l.mu.Lock()
 	l.stream = st
 	l.mu.Unlock()
-}
-
-// on reports whether changes to k are logged.
-func (l *changelog) on(k vkey) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.stream != nil
 }
 
 func (l *changelog) lock(k vkey) *sync.Mutex {
@@ -158,56 +154,160 @@ func kindOf(op messages.Op) changeKind {
 }
 
 // serve runs handle for req, on a vault owned at owner, and keeps its
-// change before it returns the reply: a reply that says done is sent only
-// for a change JetStream holds.
-func (l *changelog) serve(ctx context.Context, req messages.Request, owner messages.Owner, handle func(context.Context) messages.Reply) messages.Reply {
+// change as the vault's replication mode says: in sync mode before it
+// returns the reply (a reply that says done is sent only for a change
+// JetStream holds); in async mode, when mayDefer, in the returned
+// finish, which the caller runs once the reply is sent (and always
+// runs); in checkpoint mode not at all (the pushes keep it).
+func (l *changelog) serve(ctx context.Context, req messages.Request, owner messages.Owner, mayDefer bool, handle func(context.Context) messages.Reply) (messages.Reply, func()) {
 	kind := kindOf(req.Op)
 	k := vkey{req.Namespace, req.Vault}
-	if kind == changeNone || req.Vault == "" || req.Namespace == "" || owner.Worker != l.s.id || !l.on(k) {
-		return handle(ctx)
+	if kind == changeNone || req.Vault == "" || req.Namespace == "" || owner.Worker != l.s.id || !l.streamOn() {
+		return handle(ctx), func() {}
+	}
+	fresh := req.Op == messages.OpVaultCreate || req.Op == messages.OpVaultImport || req.Op == messages.OpVaultSet
+	before := l.mode(ctx, k)
+	if before == vault.ReplicationCheckpoint && !fresh && req.Op != messages.OpVaultFork {
+		return handle(ctx), func() {}
 	}
 	m := l.lock(k)
 	m.Lock()
-	defer m.Unlock()
 	ctx = context.WithValue(ctx, heldKey{}, k)
 	now := time.Now().UTC()
 	hctx := ctx
+	var pre vault.LogPos
 	if kind == changeLog {
 		// The entry carries the time; its replay uses it too.
 		hctx = vault.WithTime(ctx, now)
+		pre, _ = l.s.h.Store().Vault(k.ns, k.vault).ChangeSeq(ctx)
 	}
 	rep := handle(hctx)
 	if rep.Error != nil {
 		// A failed request changes nothing; should it have (a run that
 		// failed halfway), the change is unlogged and the next snapshot
 		// or takeover settles it.
-		return rep
+		m.Unlock()
+		return rep, func() {}
 	}
-	var err error
-	switch kind {
-	case changeLog:
-		err = l.logOp(ctx, k, req, rep, owner, now)
-	case changeSnapshot:
-		err = l.snapshotFor(ctx, req, owner)
+	mode := before
+	if fresh {
+		l.dropMode(k)
+		mode = l.mode(ctx, k)
 	}
+	var commit func() error
+	switched := req.Op == messages.OpVaultSet && mode != before
+	switch {
+	case switched:
+		// (Never deferred: the next owner learns the mode from it.)
+		commit = func() error { return l.switchMode(ctx, k, mode) }
+	case mode == vault.ReplicationCheckpoint && req.Op != messages.OpVaultFork:
+		m.Unlock()
+		return rep, func() {}
+	case kind == changeLog:
+		commit = func() error { return l.logOp(ctx, k, req, rep, owner, now, pre) }
+	default:
+		commit = func() error { return l.snapshotFor(ctx, req, owner, mode) }
+	}
+	if mode == vault.ReplicationAsync && mayDefer && !switched {
+		return rep, func() {
+			defer m.Unlock()
+			if err := commit(); err != nil {
+				l.s.log.WarnContext(ctx, "change acknowledged (async replication) but not replicated", telemetry.LogKeyVault, req.Vault, telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
+			}
+		}
+	}
+	err := commit()
+	m.Unlock()
 	if err != nil {
 		l.s.log.WarnContext(ctx, "change not replicated: not acknowledged", telemetry.LogKeyVault, req.Vault, telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
 		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
-			"vault %q: the change was not replicated on worker %s (%v), so it is not acknowledged; retry with the same request id", req.Vault, l.s.id, err)}
+			"vault %q: the change was not replicated on worker %s (%v), so it is not acknowledged; retry with the same request id", req.Vault, l.s.id, err)}, func() {}
 	}
-	return rep
+	return rep, func() {}
+}
+
+// switchMode keeps a change of k's replication mode to mode: a snapshot
+// that holds everything, and names the mode for the next owner
+// (Head.Replication). Into a logged mode from checkpoint, this worker
+// starts appending where the log ends; into checkpoint it stops.
+func (l *changelog) switchMode(ctx context.Context, k vkey, mode string) error {
+	l.mu.Lock()
+	_, taken := l.last[k]
+	l.mu.Unlock()
+	if !taken {
+		if err := l.start(ctx, k); err != nil {
+			return err
+		}
+	}
+	err := l.snapshot(ctx, k, "replication")
+	if mode == vault.ReplicationCheckpoint {
+		l.mu.Lock()
+		delete(l.last, k)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// streamOn reports whether the fleet has a change log.
+func (l *changelog) streamOn() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stream != nil
+}
+
+// mode is k's replication mode as this worker knows it: cached, else
+// its local copy's setting (sync when it has none).
+func (l *changelog) mode(ctx context.Context, k vkey) string {
+	l.mu.Lock()
+	m, ok := l.modes[k]
+	on := l.stream != nil
+	l.mu.Unlock()
+	if !on {
+		return vault.ReplicationCheckpoint
+	}
+	if ok {
+		return m
+	}
+	e, err := l.s.h.Store().Vault(k.ns, k.vault).Settings(ctx)
+	if err != nil {
+		return vault.ReplicationSync // (not kept: the vault may not exist yet)
+	}
+	l.setMode(k, e.Replication)
+	return e.Replication
+}
+
+func (l *changelog) setMode(k vkey, m string) {
+	l.mu.Lock()
+	l.modes[k] = m
+	l.mu.Unlock()
+}
+
+func (l *changelog) dropMode(k vkey) {
+	l.mu.Lock()
+	delete(l.modes, k)
+	l.mu.Unlock()
+}
+
+// logged reports whether k's changes go to the change log.
+func (l *changelog) logged(ctx context.Context, k vkey) bool {
+	return l.mode(ctx, k) != vault.ReplicationCheckpoint
 }
 
 // logOp appends req's entry, or takes a snapshot when the entry would be
-// too large.
-func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep messages.Reply, owner messages.Owner, now time.Time) error {
+// too large, or when the copy had changes the log does not hold before
+// req (pre: its position then), which the entry's replay would miss.
+func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep messages.Reply, owner messages.Owner, now time.Time, pre vault.LogPos) error {
 	st := l.s.h.Store()
 	pos, err := st.Vault(k.ns, k.vault).ChangeSeq(ctx)
 	if err != nil {
 		return err
 	}
-	if lp, ok := l.local(ctx, k); ok && lp.pos == pos {
+	lp, ok := l.local(ctx, k)
+	if ok && lp.pos == pos {
 		return nil // nothing changed (a retry answered from the request log)
+	}
+	if !ok || lp.pos != pre {
+		return l.snapshot(ctx, k, string(req.Op))
 	}
 	e := messages.ChangeEntry{Kind: messages.LogOp, Epoch: owner.Epoch, Worker: l.s.id, Time: now.Format(time.RFC3339Nano), Request: &req, Result: rep.Result}
 	b, err := json.Marshal(e)
@@ -242,7 +342,7 @@ func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep
 
 // snapshotFor keeps a change the log cannot replay: the snapshot of the
 // vault it made or changed.
-func (l *changelog) snapshotFor(ctx context.Context, req messages.Request, owner messages.Owner) error {
+func (l *changelog) snapshotFor(ctx context.Context, req messages.Request, owner messages.Owner, mode string) error {
 	k := vkey{req.Namespace, req.Vault}
 	switch req.Op {
 	case messages.OpVaultCreate, messages.OpVaultImport:
@@ -265,6 +365,10 @@ func (l *changelog) snapshotFor(ctx context.Context, req messages.Request, owner
 		if ok && o.Worker != l.s.id {
 			return nil // handed over before the reply (handoff.afterFork)
 		}
+		l.dropMode(t)
+		if !l.logged(ctx, t) {
+			return nil // pushed in the background (handoff.afterFork)
+		}
 		if err := l.start(ctx, t); err != nil {
 			return err
 		}
@@ -273,6 +377,9 @@ func (l *changelog) snapshotFor(ctx context.Context, req messages.Request, owner
 		tm.Lock()
 		defer tm.Unlock()
 		return l.snapshot(context.WithValue(ctx, heldKey{}, t), t, string(req.Op))
+	}
+	if mode == vault.ReplicationCheckpoint {
+		return nil
 	}
 	return l.snapshot(ctx, k, string(req.Op))
 }
@@ -357,6 +464,7 @@ func (l *changelog) forget(k vkey) {
 	delete(l.since, k)
 	delete(l.pos, k)
 	delete(l.unflushed, k)
+	delete(l.modes, k)
 	l.mu.Unlock()
 	l.s.ho.mu.Lock()
 	delete(l.s.ho.checked, k)
@@ -443,7 +551,7 @@ type pin struct {
 // is then the log's state at that entry.
 func (l *changelog) pin(ctx context.Context, k vkey, reason string) (*pin, error) {
 	p := &pin{k: k, unlock: func() {}}
-	if !l.on(k) {
+	if !l.logged(ctx, k) {
 		return p, nil
 	}
 	if !held(ctx, k) {
@@ -510,7 +618,7 @@ func (l *changelog) landed(ctx context.Context, p *pin) {
 
 // dropped forgets a deleted vault's log, once its tombstone is pushed.
 func (l *changelog) dropped(ctx context.Context, k vkey) {
-	if !l.on(k) {
+	if !l.streamOn() {
 		return
 	}
 	l.mu.Lock()
@@ -698,7 +806,29 @@ func (h *handoff) reconcileLogged(ctx context.Context, k vkey, epoch int64, requ
 // ranInBackground pushes a snapshot of k after a background run changed
 // it: the run's effects are held by the fleet once it lands.
 func (h *handoff) ranInBackground(k vkey) {
-	if h.s.clog.on(k) {
+	if h.s.clog.logged(context.Background(), k) {
 		h.schedule(k, pushAction{reason: "run"})
 	}
+}
+
+// loggedAt decides, at a takeover, whether k's changes are in the log:
+// the head names the mode it was pushed under (every change of mode
+// pushes one), else the local copy's setting counts.
+func (l *changelog) loggedAt(ctx context.Context, k vkey) (bool, error) {
+	if !l.streamOn() {
+		return false, nil
+	}
+	if err := l.s.ho.open(ctx); err != nil {
+		return false, err
+	}
+	hd, _, ok, err := l.s.ho.head(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	if ok && !hd.Deleted && hd.Replication != "" {
+		l.setMode(k, hd.Replication)
+	} else {
+		l.dropMode(k)
+	}
+	return l.logged(ctx, k), nil
 }

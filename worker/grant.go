@@ -36,7 +36,8 @@ func (s *Server) handle(ctx context.Context, req messages.Request) messages.Repl
 	}
 	// The command's effects are held by a snapshot of its vault before
 	// the grant is answered (changelog.go).
-	rep := s.clog.serve(ctx, vreq, o, func(ctx context.Context) messages.Reply { return s.h.Handle(ctx, req) })
+	rep, finish := s.clog.serve(ctx, vreq, o, false, func(ctx context.Context) messages.Reply { return s.h.Handle(ctx, req) })
+	finish()
 	s.ho.after(ctx, vreq, messages.Reply{Error: rep.Error}, o, p)
 	return rep
 }

@@ -294,7 +294,9 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 	if ok && e == epoch {
 		return nil // reconciled while this waited
 	}
-	if h.s.clog.on(k) {
+	if logged, err := h.s.clog.loggedAt(ctx, k); err != nil {
+		return err
+	} else if logged {
 		return h.reconcileLogged(ctx, k, epoch, requestID) // changelog.go
 	}
 	st := h.s.h.Store()
@@ -532,7 +534,7 @@ func (h *handoff) after(ctx context.Context, req messages.Request, rep messages.
 	switch req.Op {
 	case messages.OpVaultCreate, messages.OpVaultImport:
 		h.current(ctx, k, owner.Epoch)
-		if !h.s.clog.on(k) || owner.Worker != h.s.id { // (else pushed before the reply: changelog.go)
+		if !h.s.clog.logged(ctx, k) || owner.Worker != h.s.id { // (else pushed before the reply: changelog.go)
 			h.schedule(k, pushAction{reason: string(req.Op)})
 		}
 	case messages.OpCheckpointSave, messages.OpCheckpointRestore:
@@ -807,6 +809,9 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 	// since changed must not put it back).
 	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
 		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del, Seed: a.seed}
+	if !a.del && !a.seed {
+		next.Replication = h.s.clog.mode(ctx, k)
+	}
 	// At one epoch, a snapshot never replaces one that includes more of
 	// the change log (two pushes of one owner that crossed).
 	keep := func(hd messages.Head) bool {

@@ -525,6 +525,7 @@ func (s *Server) process(msg delivery) {
 		}
 	}()
 	var rep messages.Reply
+	finish := func() {}
 	if p, e := s.ho.before(ctx, req, owner); e != nil { // bring the local copy up to date
 		rep = messages.Reply{RequestID: req.RequestID, Error: e}
 	} else {
@@ -533,7 +534,9 @@ func (s *Server) process(msg delivery) {
 			hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 		}
 		// A change is answered only once JetStream holds it (changelog.go).
-		rep = s.clog.serve(hctx, req, owner, func(ctx context.Context) messages.Reply { return s.handle(ctx, req) })
+		// In async mode the change is appended once the reply is sent
+		// (finish), before the vault's next request.
+		rep, finish = s.clog.serve(hctx, req, owner, true, func(ctx context.Context) messages.Reply { return s.handle(ctx, req) })
 		rep = s.ho.after(ctx, req, rep, owner, p) // push in the background, or hand a fork over
 		rep = s.movedWhileRunning(req, rep, owner)
 		rep = s.cat.record(ctx, req, rep, owner) // what the dispatcher lists
@@ -543,6 +546,7 @@ func (s *Server) process(msg delivery) {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}
 	s.reply(replyTo, req, rep)
+	finish()
 	if err := msg.Ack(); err != nil {
 		s.log.WarnContext(ctx, "ack", telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
 	}
