@@ -31,9 +31,12 @@ package messages
 // it under yet compares its copy with the head: it takes the head's
 // manifest (fetching only the chunks its store lacks) when it has no
 // copy, or when the head came from another store at a later epoch than
-// its copy's. So a vault reassigned from a dead worker is served from its
-// last push: what a failover loses (the RPO) is every change after that
-// push, unless the new owner shares the old one's store.
+// its copy's. In the replication modes sync and async it then applies the
+// vault's change log after the head's LogSeq (replog.go), so nothing
+// acknowledged is lost; in mode checkpoint a vault reassigned from a dead
+// worker is served from its last push: what a failover loses (the RPO) is
+// every change after that push, unless the new owner shares the old one's
+// store.
 const (
 	BucketVaults = "avfs_vaults" // object store: vault manifests
 	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data

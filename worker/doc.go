@@ -14,7 +14,17 @@
 // → changes → envelope → audit) is runner's, which imports nothing of
 // worker and no NATS package.
 //
-// Lock order: a vault's reconcile lock (handoff.locks), then handoff.mu.
-// Server.mu and handoff.mu guard maps and are not held across a handled
+// Every change is held by the fleet's change log before it is answered
+// (changelog.go, docs/decisions.md §25): appended as a replayable entry,
+// or kept by a snapshot push pinned to a log entry; appends are fenced by
+// the log's expected last sequence, and a new owner applies the head's
+// snapshot and the entries after it.
+//
+// Lock order: a vault's reconcile lock (handoff.locks), released before
+// the request is handled; then the vault's log lock (changelog.locks),
+// held from the handling of a change to its append (and by a push while
+// it pins and exports the snapshot), a fork's source's before its new
+// target's; then handoff.mu and changelog.mu, which guard maps and are
+// never held across a call out. Server.mu is not held across a handled
 // request; the runner's locks (see package runner) are taken inside one.
 package worker
