@@ -160,7 +160,17 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 		return err
 	}
 	defer cleanup()
-	srv, err := worker.NewServer(nc, h, worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer})
+	o := worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer}
+	if op := os.Getenv(faultExitAfterKeep); op != "" {
+		// A test fault (e2e): the process dies as a SIGKILL would, once
+		// the fleet holds a change of op and before its reply.
+		o.FaultAfterKeep = func(req messages.Request) {
+			if string(req.Op) == op {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+	}
+	srv, err := worker.NewServer(nc, h, o)
 	if err != nil {
 		return err
 	}
@@ -510,3 +520,8 @@ func (a *app) dlqCmd() *cobra.Command {
 	})
 	return c
 }
+
+// faultExitAfterKeep names an op: a worker started with it in its
+// environment dies (SIGKILL of itself) once the fleet holds a change of
+// that op and before the change's reply. Tests only (e2e).
+const faultExitAfterKeep = "AVFS_TEST_FAULT_EXIT_AFTER_KEEP"

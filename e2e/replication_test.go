@@ -389,3 +389,54 @@ func TestReplicationModes(t *testing.T) {
 		t.Fatalf("replication default: %+v", set.Settings)
 	}
 }
+
+// TestExecWhoseWorkerDiesBeforeItsReply kills a worker (it SIGKILLs
+// itself: a test fault) after its exec's effects are held by the fleet
+// and before the envelope is sent. The request reaches the next owner,
+// on another machine, which answers it from the stored result: the
+// command's effect is there once, and the caller gets the first run's
+// envelope.
+func TestExecWhoseWorkerDiesBeforeItsReply(t *testing.T) {
+	f := startFleet(t)
+	f.startWorkerProcess(t.TempDir(), "x1", "AVFS_TEST_FAULT_EXIT_AFTER_KEEP=exec.run")
+	f.waitMembers("x1")
+	c := f.client()
+	ctx := context.Background()
+	if err := c.Call(ctx, "default", "ex", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorkerProcess(t.TempDir(), "x2")
+	f.waitMembers("x2")
+	req := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "ex", RequestID: "exec-once"}
+	req.Args, _ = json.Marshal(messages.ExecArgs{Argv: []string{"sh", "-c", "echo ran >> exec.txt; echo $RANDOM"}})
+	var env messages.Envelope
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		rep, err := c.Do(cctx, req)
+		cancel()
+		if err == nil && rep.Error == nil {
+			if err := json.Unmarshal(rep.Result, &env); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exec not answered in 90 s: %v %v", err, rep.Error)
+		}
+	}
+	if env.Worker != "x1" {
+		t.Fatalf("envelope from %q, want the first run's, on x1 (answered from its stored result)", env.Worker)
+	}
+	var cat messages.CatResult
+	if err := c.Call(ctx, "default", "ex", messages.OpCat, messages.PathArgs{Path: "/exec.txt"}, &cat); err != nil {
+		t.Fatal(err)
+	}
+	if *cat.Content != "ran\n" {
+		t.Fatalf("exec.txt after the worker died before the reply: %q, want one run", *cat.Content)
+	}
+	var info messages.VaultResult
+	if err := c.Call(ctx, "default", "ex", messages.OpVaultInfo, nil, &info); err != nil || info.Vault.Worker != "x2" {
+		t.Fatalf("vault on %q (%v), want x2", info.Vault.Worker, err)
+	}
+}

@@ -223,6 +223,9 @@ func (l *changelog) serve(ctx context.Context, req messages.Request, owner messa
 		return messages.Reply{RequestID: rep.RequestID, Error: messages.Errorf(messages.CodeUnavailable,
 			"vault %q: the change was not replicated on worker %s (%v), so it is not acknowledged; retry with the same request id", req.Vault, l.s.id, err)}, func() {}
 	}
+	if f := l.s.o.FaultAfterKeep; f != nil {
+		f(req)
+	}
 	return rep, func() {}
 }
 

@@ -49,6 +49,10 @@ type ServeOptions struct {
 	// appended, it can hold the append back (a pause of the owner at the
 	// worst moment). Never set it in production.
 	FaultBeforeAppend func(messages.Request)
+	// FaultAfterKeep is a test fault: called with a change's request once
+	// the fleet holds the change, before its reply is sent (the worker
+	// dying at that moment). Never set it in production.
+	FaultAfterKeep func(messages.Request)
 	Logger            *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
