@@ -53,7 +53,7 @@ type ServeOptions struct {
 	// the fleet holds the change, before its reply is sent (the worker
 	// dying at that moment). Never set it in production.
 	FaultAfterKeep func(messages.Request)
-	Logger            *slog.Logger
+	Logger         *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
 	Tracer trace.TracerProvider
