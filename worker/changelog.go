@@ -50,7 +50,7 @@ const maxEntry = 1 << 20
 // snapshotEvery is how many entries a vault's log may gather before its
 // owner pushes a snapshot in the background, after which the log is
 // trimmed: a takeover then replays at most about this many.
-const snapshotEvery = 1000
+const snapshotEvery = 5000
 
 var (
 	// errLostVault: another worker appended to the vault's log; this
