@@ -325,7 +325,12 @@ func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, rep
 	if f := l.s.o.FaultBeforeAppend; f != nil {
 		f(req)
 	}
+	// The request's slot of the worker's concurrency (Server.sem) is
+	// for work, not for waiting on JetStream: another vault's request
+	// runs meanwhile. (The vault's own requests wait on its lock.)
+	<-l.s.sem
 	seq, err := l.append(ctx, k, b)
+	l.s.sem <- struct{}{}
 	if err != nil {
 		return err
 	}
