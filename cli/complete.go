@@ -132,9 +132,11 @@ func (a *app) registerCompletions(root *cobra.Command) {
 	args(func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		switch {
 		case len(args) == 0:
-			return []string{"auto_keep", "auto_max_age", "quota_mode", "ttl"}, noFiles
+			return []string{"auto_keep", "auto_max_age", "quota_mode", "replication", "ttl"}, noFiles
 		case len(args) == 1 && args[0] == "quota_mode":
 			return []string{"logical", "unique", "default"}, noFiles
+		case len(args) == 1 && args[0] == "replication":
+			return []string{"sync", "async", "checkpoint", "default"}, noFiles
 		case len(args) == 1 && args[0] == "ttl":
 			return []string{"none"}, noFiles
 		case len(args) == 1:

@@ -147,9 +147,15 @@ func sanitizeToken(s string) string {
 // runWorker serves the store under the config's home as worker id until
 // ctx ends.
 func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
+	o := worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer}
+	if op := os.Getenv(faultExitAfterKeep); op != "" {
+		// A test fault (e2e): the process dies as a SIGKILL would, once
+		// the fleet holds a change of op and before its reply.
+		o.Wrap = worker.ExitAfterKeep(messages.Op(op))
+	}
 	m, err := worker.Open(ctx, nc, worker.Options{
 		Node:  node.Options{Config: a.cfg, Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter},
-		Serve: worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer},
+		Serve: o,
 	})
 	if err != nil {
 		return err
@@ -545,3 +551,8 @@ func (a *app) dlqCmd() *cobra.Command {
 	})
 	return c
 }
+
+// faultExitAfterKeep names an op: a worker started with it in its
+// environment dies (SIGKILL of itself) once the fleet holds a change of
+// that op and before the change's reply. Tests only (e2e).
+const faultExitAfterKeep = "AVFS_TEST_FAULT_EXIT_AFTER_KEEP"

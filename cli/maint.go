@@ -157,15 +157,18 @@ func (a *app) vaultSettingsCmds() []*cobra.Command {
 		},
 	}
 	set := &cobra.Command{
-		Use: "set KEY VALUE", Short: "Set auto_keep, auto_max_age, quota_mode or ttl of the current vault (\"default\" takes the config's)", Args: cobra.ExactArgs(2),
+		Use: "set KEY VALUE", Short: "Set auto_keep, auto_max_age, quota_mode, replication or ttl of the current vault (\"default\" takes the config's)", Args: cobra.ExactArgs(2),
 		Long: `vault set changes one setting of the current vault:
   auto_keep N        keep the newest N auto-checkpoints (0: all)
   auto_max_age D     drop auto-checkpoints older than D (72h; 0: no limit)
   quota_mode M       what max_size_mb counts: logical (file sizes) or
                      unique (bytes of the distinct chunks the tree holds)
+  replication R      when a fleet acknowledges a change: sync (once the
+                     fleet's change log holds it), async (at once, logged
+                     right after) or checkpoint (only pushes are kept)
   ttl D              delete the vault D from now (none: never)
 VALUE default makes the vault follow the configuration again
-(checkpoints.auto_keep, checkpoints.auto_max_age, quota.mode). Named
+(checkpoints.auto_keep, checkpoints.auto_max_age, quota.mode, replication). Named
 checkpoints are never pruned; auto-checkpoints are pruned when exec takes
 a new one, and at once by this command.`,
 		Example: "  avfs vault set auto_keep 10\n  avfs vault set quota_mode unique\n  avfs vault set ttl 24h",

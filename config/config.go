@@ -32,6 +32,12 @@ type Config struct {
 	} `mapstructure:"approvals"`
 	Checkpoints Checkpoints `mapstructure:"checkpoints"`
 	Quota       Quota       `mapstructure:"quota"`
+	// Replication is when a fleet acknowledges a change of a vault that
+	// sets no mode of its own (avfs vault set replication): sync (once
+	// the fleet's change log holds it; the default), async (at once, the
+	// log holds it right after) or checkpoint (no log: the fleet holds
+	// the vault's last push).
+	Replication string `mapstructure:"replication"`
 }
 
 // Checkpoints is the retention of auto-checkpoints (the ones exec takes)
@@ -227,6 +233,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("checkpoints.auto_keep", 50)
 	v.SetDefault("checkpoints.auto_max_age", 7*24*time.Hour)
 	v.SetDefault("quota.mode", "logical")
+	v.SetDefault("replication", "sync")
 	v.SetDefault("telemetry.exporter", "") // none, unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 	v.SetDefault("telemetry.endpoint", "")
 	v.SetDefault("telemetry.headers", map[string]string{})

@@ -33,10 +33,20 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 		}
 	}
 	data := make([]byte, 1024)
+	// Every vault in replication mode m (sync is the default).
+	mode := func(m string) {
+		for i := 0; i < callers; i++ {
+			if err := direct.Call(ctx, "default", fmt.Sprintf("b%02d", i), messages.OpVaultSet, messages.VaultSetArgs{Key: "replication", Value: m}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	for _, path := range []struct {
 		name string
 		c    *client.Client
-	}{{"direct", direct}, {"intake", intake}} {
+		mode string
+	}{{"direct", direct, "sync"}, {"intake", intake, "sync"}, {"direct-async", direct, "async"}, {"direct-checkpoint", direct, "checkpoint"}} {
+		mode(path.mode)
 		write := func(v string, i int) {
 			if err := path.c.Call(ctx, "default", v, messages.OpWrite, messages.WriteArgs{Path: fmt.Sprintf("/f%d", i%100), Content: data}, nil); err != nil {
 				b.Fatal(err)

@@ -50,10 +50,13 @@ func binary(t testing.TB) string {
 }
 
 // startWorkerProcess runs `avfs worker` as its own process on home.
-func (f *fleet) startWorkerProcess(home, id string) *exec.Cmd {
+func (f *fleet) startWorkerProcess(home, id string, env ...string) *exec.Cmd {
 	f.t.Helper()
 	cmd := exec.Command(binary(f.t), "worker", "--nats", f.url, "--home", home, "--id", id)
 	cmd.Stderr = os.Stderr
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}

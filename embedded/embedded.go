@@ -96,6 +96,11 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 		{Name: messages.StreamDLQ, Subjects: []string{messages.SubjectDLQ + ".>"}, Retention: jetstream.LimitsPolicy,
 			Replicas: t.Replicas, Storage: jetstream.FileStorage, MaxMsgSize: t.MaxRequestBytes,
 			MaxBytes: t.DLQMaxBytes, MaxAge: t.DLQMaxAge, Discard: jetstream.DiscardOld},
+		// Every vault's change log (messages/replog.go): limits
+		// retention, trimmed per vault by its owner once a snapshot holds
+		// the entries; an entry is at most a request and its result.
+		{Name: messages.StreamLog, Subjects: []string{messages.SubjectLog + ".>"}, Retention: jetstream.LimitsPolicy,
+			Replicas: t.Replicas, Storage: jetstream.FileStorage, MaxMsgSize: 2 * t.MaxRequestBytes},
 		// Audit events for operators to follow: kept by age, deduplicated
 		// by Nats-Msg-Id = <worker>-<store audit id>.
 		{Name: messages.StreamAudit, Subjects: []string{messages.SubjectAudit + ".>"}, Retention: jetstream.LimitsPolicy,

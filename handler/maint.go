@@ -27,7 +27,7 @@ func (h *Handler) SweepOwned(fn func(vault.Expired) bool) { h.sweep = fn }
 
 // Settings converts a vault's effective settings.
 func Settings(e vault.Effective) messages.VaultSettings {
-	out := messages.VaultSettings{AutoKeep: e.AutoKeep, AutoMaxAge: e.AutoMaxAge.String(), QuotaMode: e.QuotaMode, Inherited: []string{}}
+	out := messages.VaultSettings{AutoKeep: e.AutoKeep, AutoMaxAge: e.AutoMaxAge.String(), QuotaMode: e.QuotaMode, Replication: e.Replication, Inherited: []string{}}
 	if e.ExpiresAt != nil {
 		at := rfc3339(*e.ExpiresAt)
 		out.ExpiresAt = &at
@@ -40,6 +40,9 @@ func Settings(e vault.Effective) messages.VaultSettings {
 	}
 	if e.Own.QuotaMode == "" {
 		out.Inherited = append(out.Inherited, "quota_mode")
+	}
+	if e.Own.Replication == "" {
+		out.Inherited = append(out.Inherited, "replication")
 	}
 	return out
 }
@@ -87,6 +90,14 @@ func (h *Handler) vaultSet(ctx context.Context, req messages.Request, a messages
 			}
 			st.QuotaMode = a.Value
 		}
+	case "replication":
+		st.Replication = ""
+		if !def {
+			if a.Value == "" || vault.ValidReplication(a.Value) != nil {
+				return nil, messages.Errorf(messages.CodeInvalidArgument, "replication %q: want sync, async, checkpoint or default", a.Value)
+			}
+			st.Replication = a.Value
+		}
 	case "ttl":
 		st.ExpiresAt = nil
 		if a.Value != "none" {
@@ -98,7 +109,7 @@ func (h *Handler) vaultSet(ctx context.Context, req messages.Request, a messages
 			st.ExpiresAt = &at
 		}
 	default:
-		return nil, messages.Errorf(messages.CodeInvalidArgument, "vault setting %q: want auto_keep, auto_max_age, quota_mode or ttl", a.Key)
+		return nil, messages.Errorf(messages.CodeInvalidArgument, "vault setting %q: want auto_keep, auto_max_age, quota_mode, replication or ttl", a.Key)
 	}
 	e, err = v.SetSettings(ctx, st, meta(ctx, req))
 	if err != nil {

@@ -32,9 +32,12 @@ package messages
 // it under yet compares its copy with the head: it takes the head's
 // manifest (fetching only the chunks its store lacks) when it has no
 // copy, or when the head came from another store at a later epoch than
-// its copy's. So a vault reassigned from a dead worker is served from its
-// last push: what a failover loses (the RPO) is every change after that
-// push, unless the new owner shares the old one's store.
+// its copy's. In the replication modes sync and async it then applies the
+// vault's change log after the head's LogSeq (replog.go), so nothing
+// acknowledged is lost; in mode checkpoint a vault reassigned from a dead
+// worker is served from its last push: what a failover loses (the RPO) is
+// every change after that push, unless the new owner shares the old one's
+// store.
 const (
 	BucketVaults = "avfs_vaults" // object store: vault manifests
 	BucketChunks = "avfs_chunks" // KV: <hex sha256> -> chunk data; ChunkGCKey -> the GC state
@@ -63,6 +66,15 @@ type Head struct {
 	// Seed marks a fork's first copy, pushed by its source's worker for
 	// the fork's owner elsewhere (the owner's first push replaces it).
 	Seed bool `json:"seed,omitempty"`
+	// LogSeq is the sequence, in StreamLog, of the last change log entry
+	// of the vault that the snapshot includes: a new owner applies the
+	// entries after it (0: none, or a push from before the log).
+	LogSeq uint64 `json:"log_seq,omitempty"`
+	// Replication is the vault's replication mode when it was pushed
+	// (sync, async, checkpoint): a new owner takes a checkpoint-mode
+	// vault from the head alone, others from the head and the log.
+	// Every change of mode pushes a snapshot.
+	Replication string `json:"replication,omitempty"`
 }
 
 // ManifestObject names a manifest pushed for ns/vault; id makes each push

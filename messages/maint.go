@@ -17,14 +17,20 @@ type VaultSettings struct {
 	QuotaMode string `json:"quota_mode"`
 	// ExpiresAt is when the vault's owner deletes it (RFC 3339); null:
 	// never.
-	ExpiresAt *string  `json:"expires_at"`
-	Inherited []string `json:"inherited"`
+	ExpiresAt *string `json:"expires_at"`
+	// Replication is when a fleet acknowledges a change: "sync" (once
+	// the fleet's change log holds it), "async" (at once; the log holds
+	// it right after) or "checkpoint" (at once; the fleet holds only the
+	// vault's pushes).
+	Replication string   `json:"replication,omitempty"`
+	Inherited   []string `json:"inherited"`
 }
 
 // VaultSetArgs: vault.set changes one setting. Key is auto_keep (a whole
-// number), auto_max_age (a duration), quota_mode (logical or unique) or
-// ttl (a duration from now, or "none"); Value "default" makes the vault
-// take the store's default again.
+// number), auto_max_age (a duration), quota_mode (logical or unique),
+// replication (sync, async or checkpoint) or ttl (a duration from now,
+// or "none"); Value "default" makes the vault take the store's default
+// again.
 type VaultSetArgs struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`

@@ -55,7 +55,7 @@ type Node struct {
 // StoreOptions are the vault store's options from c.
 func StoreOptions(c *config.Config) vault.Options {
 	return vault.Options{Synchronous: c.Store.Synchronous, MaxFileSize: c.Store.MaxFileSize,
-		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode}}
+		Defaults: vault.Defaults{AutoKeep: c.Checkpoints.AutoKeep, AutoMaxAge: c.Checkpoints.AutoMaxAge, QuotaMode: c.Quota.Mode, Replication: c.Replication}}
 }
 
 // Open builds a node: the store (unless o.Store hands one in), the

@@ -357,10 +357,19 @@ func (s *Store) importFile(ctx context.Context, file, ns, name string, meta Meta
 			if replace {
 				expires = `expires_at`
 			}
+			// Files exported before the replication setting lack it.
+			var hasRepl int
+			if err := c.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('vault_settings', 'im') WHERE name='replication'`).Scan(&hasRepl); err != nil {
+				return err
+			}
+			repl := `NULL`
+			if hasRepl > 0 {
+				repl = `replication`
+			}
 			stmts = append(stmts,
 				`INSERT INTO versions(vault, path, version, size, chunks, created_at) SELECT ?2, path, version, size, chunks, created_at FROM im.versions ORDER BY id`,
 				`INSERT INTO history_settings(vault, keep, max_age, coalesce) SELECT ?2, keep, max_age, coalesce FROM im.history_settings`,
-				`INSERT INTO vault_settings(vault, auto_keep, auto_max_age, quota_mode, expires_at) SELECT ?2, auto_keep, auto_max_age, quota_mode, `+expires+` FROM im.vault_settings`)
+				`INSERT INTO vault_settings(vault, auto_keep, auto_max_age, quota_mode, expires_at, replication) SELECT ?2, auto_keep, auto_max_age, quota_mode, `+expires+`, `+repl+` FROM im.vault_settings`)
 		}
 		for _, q := range stmts {
 			if _, err := c.ExecContext(ctx, q, off, id, ns, name, now, meta.Actor, meta.RequestID, meta.TraceID, filepath.Base(file), action); err != nil {

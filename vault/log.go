@@ -44,6 +44,33 @@ func (v *Vault) LogPos(ctx context.Context) (LogPos, error) {
 	return p, mapSQLErr(err)
 }
 
+// ChangeSeq is LogPos without the audit cursor (Last is 0): the vault's
+// id and change sequence number, one indexed row.
+func (v *Vault) ChangeSeq(ctx context.Context) (LogPos, error) {
+	// The writer's cached row, while no other connection committed since
+	// it was cached: no read transaction (whose pages a busy writer keeps
+	// making stale).
+	s := v.s
+	s.wmu.Lock()
+	if s.wconn != nil && s.vrows != nil && s.checkVaultCache(ctx) == nil {
+		if r, ok := s.vrows[[2]string{v.namespace, v.name}]; ok {
+			s.wmu.Unlock()
+			return LogPos{Vault: r.id, Seq: r.seq}, nil
+		}
+	}
+	s.wmu.Unlock()
+	st, err := v.s.prepared(ctx, `SELECT id, seq FROM vaults WHERE namespace=? AND name=?`)
+	if err != nil {
+		return LogPos{}, err
+	}
+	var p LogPos
+	err = st.QueryRowContext(ctx, v.namespace, v.name).Scan(&p.Vault, &p.Seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LogPos{}, fmt.Errorf("vault %q: %w", v.name, ErrVaultNotFound)
+	}
+	return p, mapSQLErr(err)
+}
+
 // LogEntry is one change in a vault's log: an audit event, with the
 // change sequence number of its transaction.
 type LogEntry struct {

@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS vault_settings(
 	auto_keep INTEGER,    -- NULL: the store's default
 	auto_max_age INTEGER, -- nanoseconds; NULL: the store's default
 	quota_mode TEXT,      -- NULL: the store's default
-	expires_at INTEGER    -- unix nanoseconds; NULL: never
+	expires_at INTEGER,   -- unix nanoseconds; NULL: never
+	replication TEXT      -- NULL: the store's default
 );
 CREATE INDEX IF NOT EXISTS vault_settings_expiry ON vault_settings(expires_at) WHERE expires_at IS NOT NULL;
 `
@@ -33,6 +34,30 @@ const (
 	QuotaUnique = "unique"
 )
 
+// Replication modes: when a fleet acknowledges a change of the vault
+// (docs/decisions.md §30). The vault only stores the setting; a fleet
+// worker acts on it.
+const (
+	// ReplicationSync: a change is answered once the fleet's change log
+	// holds it. The default.
+	ReplicationSync = "sync"
+	// ReplicationAsync: a change is answered at once and appended to the
+	// change log right after, before the vault's next request.
+	ReplicationAsync = "async"
+	// ReplicationCheckpoint: no change log; the vault is pushed to the
+	// fleet after checkpoints, creates, forks and a graceful stop.
+	ReplicationCheckpoint = "checkpoint"
+)
+
+// ValidReplication accepts the replication modes and "" (the default).
+func ValidReplication(m string) error {
+	switch m {
+	case "", ReplicationSync, ReplicationAsync, ReplicationCheckpoint:
+		return nil
+	}
+	return fmt.Errorf("replication %q: want %s, %s or %s: %w", m, ReplicationSync, ReplicationAsync, ReplicationCheckpoint, ErrInvalidArgument)
+}
+
 // Defaults are the store-wide values of the settings a vault leaves
 // unset (config: checkpoints.auto_keep, checkpoints.auto_max_age,
 // quota.mode).
@@ -43,12 +68,17 @@ type Defaults struct {
 	AutoMaxAge time.Duration
 	// QuotaMode is QuotaLogical ("" too) or QuotaUnique.
 	QuotaMode string
+	// Replication is a Replication* mode ("": ReplicationSync).
+	Replication string
 }
 
 // Validate checks d's values.
 func (d Defaults) Validate() error {
 	if d.AutoKeep < 0 || d.AutoMaxAge < 0 {
 		return fmt.Errorf("auto-checkpoint retention must not be negative: %w", ErrInvalidArgument)
+	}
+	if err := ValidReplication(d.Replication); err != nil {
+		return err
 	}
 	return ValidQuotaMode(d.QuotaMode)
 }
@@ -71,6 +101,8 @@ type Settings struct {
 	// ExpiresAt is when the vault is deleted by its owner's sweep
 	// (SweepExpired); nil: never.
 	ExpiresAt *time.Time
+	// Replication is a Replication* mode, "" for the store's default.
+	Replication string
 }
 
 // Effective are a vault's settings with the store's defaults filled in.
@@ -79,6 +111,8 @@ type Effective struct {
 	AutoMaxAge time.Duration
 	QuotaMode  string
 	ExpiresAt  *time.Time
+	// Replication is the vault's replication mode.
+	Replication string
 	// Own is what the vault sets itself.
 	Own Settings
 }
@@ -89,8 +123,8 @@ func (t *Tx) settings() (Settings, error) {
 	}
 	var st Settings
 	var keep, age, exp sql.NullInt64
-	var mode sql.NullString
-	err := t.row(`SELECT auto_keep, auto_max_age, quota_mode, expires_at FROM vault_settings WHERE vault=?`, t.v.id).Scan(&keep, &age, &mode, &exp)
+	var mode, repl sql.NullString
+	err := t.row(`SELECT auto_keep, auto_max_age, quota_mode, expires_at, replication FROM vault_settings WHERE vault=?`, t.v.id).Scan(&keep, &age, &mode, &exp, &repl)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return st, mapSQLErr(err)
 	}
@@ -100,6 +134,7 @@ func (t *Tx) settings() (Settings, error) {
 		st.AutoMaxAge = &d
 	}
 	st.QuotaMode = mode.String
+	st.Replication = repl.String
 	if exp.Valid {
 		at := time.Unix(0, exp.Int64).UTC()
 		st.ExpiresAt = &at
@@ -127,12 +162,19 @@ func (t *Tx) effective() (Effective, error) {
 	if e.QuotaMode == "" {
 		e.QuotaMode = QuotaLogical
 	}
+	e.Replication = d.Replication
+	if st.Replication != "" {
+		e.Replication = st.Replication
+	}
+	if e.Replication == "" {
+		e.Replication = ReplicationSync
+	}
 	return e, nil
 }
 
 // putSettings stores st as the vault's own settings.
 func (t *Tx) putSettings(st Settings) error {
-	var age, exp, mode any
+	var age, exp, mode, repl any
 	if st.AutoMaxAge != nil {
 		age = int64(*st.AutoMaxAge)
 	}
@@ -142,9 +184,12 @@ func (t *Tx) putSettings(st Settings) error {
 	if st.QuotaMode != "" {
 		mode = st.QuotaMode
 	}
-	if _, err := t.exec(`INSERT INTO vault_settings(vault, auto_keep, auto_max_age, quota_mode, expires_at) VALUES(?,?,?,?,?)
-		ON CONFLICT(vault) DO UPDATE SET auto_keep=excluded.auto_keep, auto_max_age=excluded.auto_max_age, quota_mode=excluded.quota_mode, expires_at=excluded.expires_at`,
-		t.v.id, ptrToNull(st.AutoKeep), age, mode, exp); err != nil {
+	if st.Replication != "" {
+		repl = st.Replication
+	}
+	if _, err := t.exec(`INSERT INTO vault_settings(vault, auto_keep, auto_max_age, quota_mode, expires_at, replication) VALUES(?,?,?,?,?,?)
+		ON CONFLICT(vault) DO UPDATE SET auto_keep=excluded.auto_keep, auto_max_age=excluded.auto_max_age, quota_mode=excluded.quota_mode, expires_at=excluded.expires_at, replication=excluded.replication`,
+		t.v.id, ptrToNull(st.AutoKeep), age, mode, exp, repl); err != nil {
 		return fmt.Errorf("vault settings: %w", err)
 	}
 	t.set = &st
@@ -165,6 +210,9 @@ func (v *Vault) SetSettings(ctx context.Context, st Settings, meta Meta) (Effect
 	if err := ValidQuotaMode(st.QuotaMode); err != nil {
 		return Effective{}, err
 	}
+	if err := ValidReplication(st.Replication); err != nil {
+		return Effective{}, err
+	}
 	e, _, err := write(ctx, v.s, v.namespace, v.name, meta, "vault.set", true, func(t *Tx) (Effective, error) {
 		if err := t.putSettings(st); err != nil {
 			return Effective{}, err
@@ -172,7 +220,7 @@ func (v *Vault) SetSettings(ctx context.Context, st Settings, meta Meta) (Effect
 		if _, err := t.pruneAuto(""); err != nil {
 			return Effective{}, err
 		}
-		d := map[string]any{"auto_keep": st.AutoKeep, "quota_mode": st.QuotaMode}
+		d := map[string]any{"auto_keep": st.AutoKeep, "quota_mode": st.QuotaMode, "replication": st.Replication}
 		if st.AutoMaxAge != nil {
 			d["auto_max_age"] = st.AutoMaxAge.String()
 		}

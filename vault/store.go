@@ -275,6 +275,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		{"audit", "imported", "INTEGER NOT NULL DEFAULT 0"},
 		{"vaults", "seq", "INTEGER NOT NULL DEFAULT 0"},
 		{"audit", "seq", "INTEGER NOT NULL DEFAULT 0"},
+		{"vault_settings", "replication", "TEXT"},
 	} {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c.table, c.column).Scan(&n); err != nil {

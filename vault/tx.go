@@ -264,6 +264,25 @@ func (t *Tx) flushEvents() error {
 	return nil
 }
 
+// timeKey carries the time a request's transactions use (WithTime).
+type timeKey struct{}
+
+// WithTime makes the write transactions run with ctx use t as their time
+// (mtimes, ctimes, audit and checkpoint times), instead of the clock: a
+// change replayed from the fleet's change log then gets the times it had
+// when it was first made.
+func WithTime(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, timeKey{}, t)
+}
+
+// txTime is the time of a write transaction under ctx.
+func txTime(ctx context.Context, s *Store) time.Time {
+	if t, ok := ctx.Value(timeKey{}).(time.Time); ok {
+		return t
+	}
+	return s.now()
+}
+
 // write runs fn in one BEGIN IMMEDIATE transaction on vault ns/name. When
 // load is false the vault need not exist (create, import). With a request
 // id, a result stored earlier for that id is returned instead of running fn
@@ -281,7 +300,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 			s.rollback(conn)
 		}
 	}()
-	t := &Tx{ctx: ctx, conn: conn, s: s, meta: meta, now: s.now().UnixNano(), write: true}
+	t := &Tx{ctx: ctx, conn: conn, s: s, meta: meta, now: txTime(ctx, s).UnixNano(), write: true}
 	key := RequestKey{Namespace: ns, Vault: name, ID: meta.RequestID, Op: op, ArgsHash: meta.ArgsHash}
 	if meta.RequestID != "" {
 		var storedOp, storedHash string

@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/avfs/avfs/handler"
@@ -18,6 +21,8 @@ import (
 //	catalogCore           the vault and approval catalogs (catalog.go)
 //	movedCore             a change made after the vault moved is refused (UNAVAILABLE)
 //	handoffCore           before: bring the copy up to date; after: push, hand a fork over
+//	changelogCore         a change is answered only once the fleet's change log holds it (changelog.go)
+//	ServeOptions.WrapChange  faults that tests install between a change and its append; nil in production
 //	grantCore             approval.grant: the held command's vault is still ours and current
 //	*handler.Handler      the core (with merge.go's vault.merge registered on it)
 //
@@ -49,6 +54,10 @@ func withTouch(ctx context.Context, touch func() error) context.Context {
 // core builds the worker's chain around h (see above).
 func (s *Server) core(h *handler.Handler) handler.Core {
 	var c handler.Core = grantCore{s, h}
+	if s.o.WrapChange != nil {
+		c = s.o.WrapChange(c)
+	}
+	c = changelogCore{s.clog, c}
 	c = handoffCore{s.ho, c}
 	c = movedCore{s, c}
 	c = catalogCore{s.cat, c}
@@ -99,6 +108,22 @@ func NoProgress(next handler.Core) handler.Core {
 	})
 }
 
+// ExitAfterKeep is a test fault, for ServeOptions.Wrap: the process
+// kills itself (SIGKILL) once a change of op is held by the fleet and
+// before its reply is sent, as a worker dying at that moment would.
+// Never install it in production.
+func ExitAfterKeep(op messages.Op) func(handler.Core) handler.Core {
+	return func(next handler.Core) handler.Core {
+		return handler.CoreFunc(func(ctx context.Context, c handler.Call) (any, error) {
+			res, err := next.Serve(ctx, c)
+			if err == nil && c.Request.Op == op {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			return res, err
+		})
+	}
+}
+
 // handoffCore brings the local copy up to date before a call, and after
 // it schedules the pushes it calls for (handoff.go).
 type handoffCore struct {
@@ -140,4 +165,56 @@ type catalogCore struct {
 func (w catalogCore) Serve(ctx context.Context, c handler.Call) (any, error) {
 	res, err := w.next.Serve(ctx, c)
 	return w.cat.record(ctx, c, res, err, ownerOf(ctx))
+}
+
+// changelogCore answers a change only once the fleet holds it: appended
+// to the vault's change log, or kept by a snapshot (changelog.go).
+type changelogCore struct {
+	l    *changelog
+	next handler.Core
+}
+
+func (w changelogCore) Serve(ctx context.Context, c handler.Call) (any, error) {
+	return w.l.serve(ctx, c, ownerOf(ctx), true, func(ctx context.Context) (any, error) { return w.next.Serve(ctx, c) })
+}
+
+// afterReplyKey carries a delivery's afterReply: work the layers leave
+// for once the reply is sent (an async replication's append).
+type afterReplyKey struct{}
+
+// afterReply is the work left for once a delivery's reply is sent.
+type afterReply struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+func withAfterReply(ctx context.Context) (context.Context, *afterReply) {
+	a := &afterReply{}
+	return context.WithValue(ctx, afterReplyKey{}, a), a
+}
+
+// deferAfterReply leaves fn for once the reply is sent; it reports false
+// (and leaves nothing) when the caller of ctx sends no reply of its own
+// (a call served outside a delivery): then the caller must run fn.
+func deferAfterReply(ctx context.Context, fn func()) bool {
+	a, _ := ctx.Value(afterReplyKey{}).(*afterReply)
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	a.fns = append(a.fns, fn)
+	a.mu.Unlock()
+	return true
+}
+
+// run runs the work left, in order; it must be called (a left append
+// holds its vault's log lock until it ran).
+func (a *afterReply) run() {
+	a.mu.Lock()
+	fns := a.fns
+	a.fns = nil
+	a.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }

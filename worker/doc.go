@@ -30,23 +30,34 @@
 // → changes → envelope → audit) is runner's, which imports nothing of
 // worker and no NATS package.
 //
+// Every change is held by the fleet's change log before it is answered
+// (changelog.go, docs/decisions.md §30): appended as a replayable entry,
+// or kept by a snapshot push pinned to a log entry; appends are fenced by
+// the log's expected last sequence, and a new owner applies the head's
+// snapshot and the entries after it.
+//
 // Lock order (outermost first); no lock of this package is held across a
-// call into the core, where the runner's locks are taken (see runner):
+// call into the core, where the runner's locks are taken (see runner),
+// except a vault's log lock (3):
 //
 //  1. A vault's queue: one goroutine drains it (Server.drain), so
 //     requests to one vault run one at a time. Not a mutex, but
 //     everything below may be taken while a vault's request runs.
 //  2. handoff.locks[k], a vault's reconcile lock: held across reconcile
-//     (head read, pull from the buckets, store writes), taken by before
-//     (from the queue, or from an approval grant beside it) and by
-//     servePush. Push jobs never take it: a push and a reconcile of one
+//     (head read, pull from the buckets, store writes, the log's
+//     takeover), taken by before (from the queue, or from an approval
+//     grant beside it) and by servePush, and released before the request
+//     is handled. Push jobs never take it: a push and a reconcile of one
 //     vault may overlap, and the head's compare-and-set (moveHead)
 //     orders them.
-//  3. handoff.mu: guards jobs, served, dirty, checked, locks, stopped and
-//     the bucket handles. Taken under a reconcile lock (reconcile checks
-//     checked again once it holds it), never the reverse; never held
+//  3. changelog.locks[k], a vault's log lock: held from the handling of a
+//     change to its append (and by a push while it pins and exports the
+//     snapshot); a fork's source's before its new target's.
+//  4. handoff.mu and changelog.mu: guard maps (jobs, served, dirty,
+//     checked, locks, stopped, the bucket handles; last, since, pos,
+//     modes). Taken under the locks above, never the reverse; never held
 //     across I/O, a store call or a NATS call.
-//  4. The batch mutex of one pull or upload (local to it): a leaf.
+//  5. The batch mutex of one pull or upload (local to it): a leaf.
 //
 // Leaves, each taken alone and never across I/O: Server.mu (queues, seen,
 // busy, directOff; put sends on a vault's queue under it, which the

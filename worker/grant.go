@@ -40,7 +40,9 @@ func (g grantCore) Serve(ctx context.Context, c handler.Call) (any, error) {
 	if e != nil {
 		return nil, e
 	}
-	res, err := g.next.Serve(ctx, c)
+	// The command's effects are held by a snapshot of its vault before
+	// the grant is answered (changelog.go).
+	res, err := s.clog.serve(ctx, vcall, o, false, func(ctx context.Context) (any, error) { return g.next.Serve(ctx, c) })
 	s.ho.after(ctx, vcall, nil, err, o, p)
 	return res, err
 }

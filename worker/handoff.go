@@ -329,6 +329,11 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 	if ok && e == epoch {
 		return nil // reconciled while this waited
 	}
+	if logged, err := h.s.clog.loggedAt(ctx, k); err != nil {
+		return err
+	} else if logged {
+		return h.reconcileLogged(ctx, k, epoch, requestID) // changelog.go
+	}
 	st := h.st
 	exists, err := st.Vault(k.ns, k.vault).Exists(ctx)
 	if err != nil {
@@ -570,7 +575,9 @@ func (h *handoff) after(ctx context.Context, c handler.Call, res any, err error,
 	switch req.Op {
 	case messages.OpVaultCreate, messages.OpVaultImport:
 		h.current(ctx, k, owner.Epoch)
-		h.schedule(k, pushAction{reason: string(req.Op)})
+		if !h.s.clog.logged(ctx, k) || owner.Worker != h.s.id { // (else pushed before the reply: changelog.go)
+			h.schedule(k, pushAction{reason: string(req.Op)})
+		}
 	case messages.OpCheckpointSave, messages.OpCheckpointRestore:
 		var name string
 		switch r := res.(type) {
@@ -612,6 +619,7 @@ func (h *handoff) afterDelete(ctx context.Context, k vkey, req messages.Request)
 	}
 	hd, _, ok, err := h.head(wctx, k)
 	if err == nil && (!ok || hd.Deleted) {
+		h.s.clog.dropped(wctx, k)
 		return nil // (no head: the vault was never pushed, nothing to bring back)
 	}
 	if err == nil {
@@ -843,13 +851,21 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 	// A head of a later epoch is never replaced; a fork's first copy
 	// replaces only a deleted vault's (a retried fork whose target has
 	// since changed must not put it back).
-	keep := func(hd messages.Head) bool { return hd.Epoch > o.Epoch || a.seed && !hd.Deleted }
+	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
+		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del, Seed: a.seed}
+	if !a.del && !a.seed {
+		next.Replication = h.s.clog.mode(ctx, k)
+	}
+	// At one epoch, a snapshot never replaces one that includes more of
+	// the change log (two pushes of one owner that crossed).
+	keep := func(hd messages.Head) bool {
+		return hd.Epoch > o.Epoch || a.seed && !hd.Deleted || next.LogSeq > 0 && hd.Epoch == o.Epoch && hd.LogSeq > next.LogSeq
+	}
 	if ok && keep(hd) {
 		log.Info("handoff push skipped: the head is newer", "head_epoch", hd.Epoch, telemetry.LogKeyEpoch, o.Epoch)
 		return false, nil
 	}
-	next := messages.Head{Epoch: o.Epoch, Store: h.storeID, Worker: h.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
-		Reason: a.reason, Checkpoint: a.checkpoint, Deleted: a.del, Seed: a.seed}
+	var pn *pin
 	if !a.del {
 		if ok, err := h.st.Vault(k.ns, k.vault).Exists(ctx); err != nil || !ok {
 			return false, err
@@ -859,14 +875,20 @@ func (h *handoff) sync(parent context.Context, k vkey, a pushAction) (pushed boo
 			h.dirty[k] = false // a change from here on needs another push
 			h.mu.Unlock()
 		}
-		if next.Object, next.Chunks, err = h.upload(ctx, k, next); err != nil {
+		if next.Object, next.Chunks, pn, err = h.upload(ctx, k, next, a.seed); err != nil {
 			if !a.seed {
 				h.markDirty(k)
 			}
 			return false, err
 		}
 	}
+	if pn != nil {
+		next.LogSeq = pn.seq
+	}
 	pushed, err = h.moveHead(ctx, k, next, hd, rev, ok, keep)
+	if pushed {
+		h.s.clog.landed(ctx, pn)
+	}
 	if !pushed && next.Object != "" {
 		h.obs.Delete(context.WithoutCancel(ctx), next.Object)
 	}
@@ -920,28 +942,40 @@ func (h *handoff) moveHead(ctx context.Context, k vkey, next, hd messages.Head, 
 
 // upload sends k's chunks the bucket lacks and its manifest, and returns
 // the manifest's object name and how many chunks the vault references.
-func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string, int, error) {
+//
+// The export is pinned to a change log sequence (changelog.go), which it
+// returns; a seed (a fork for another worker's log) is not.
+func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head, seed bool) (_ string, _ int, p *pin, _ error) {
 	dir, err := os.MkdirTemp("", "avfs-push-")
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	defer os.RemoveAll(dir)
 	file := filepath.Join(dir, "manifest.db")
 	st := h.st
-	if _, err := st.ExportManifest(ctx, k.ns, k.vault, file); err != nil {
-		return "", 0, fmt.Errorf("export: %w", err)
+	if !seed {
+		if p, err = h.s.clog.pin(ctx, k, hd.Reason); err != nil {
+			return "", 0, nil, fmt.Errorf("pin the snapshot in the change log: %w", err)
+		}
+	}
+	_, err = st.ExportManifest(ctx, k.ns, k.vault, file)
+	if p != nil {
+		p.unlock()
+	}
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("export: %w", err)
 	}
 	hs, err := vault.ManifestChunks(ctx, file)
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	gv, err := h.gcState(ctx) // chunkgc.go: the sent marks' key, whether a sweep runs
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	unsent, err := st.Unsent(ctx, gv.remote, hs)
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	var sent int
 	var sentBytes int64
@@ -968,15 +1002,15 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 		return nil
 	})
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	h.moved(ctx, "sent", sent, sentBytes)
 	if err := st.MarkSent(ctx, gv.remote, unsent); err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	defer f.Close()
 	name := messages.ManifestObject(k.ns, k.vault, fmt.Sprintf("%d-%s", hd.Epoch, nuid.Next()))
@@ -986,7 +1020,7 @@ func (h *handoff) upload(ctx context.Context, k vkey, hd messages.Head) (string,
 		md[messages.ObjectMetaCheckpoint] = hd.Checkpoint
 	}
 	if _, err := h.obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: md}, f); err != nil {
-		return "", 0, fmt.Errorf("manifest: %w", err)
+		return "", 0, nil, fmt.Errorf("manifest: %w", err)
 	}
-	return name, len(hs), nil
+	return name, len(hs), p, nil
 }

@@ -42,10 +42,16 @@ type ServeOptions struct {
 	// default 5.
 	MaxDeliver int
 	// Wrap, when set, wraps the worker's core (core.go) in layers of
-	// the caller's: tests install faults with it (NoProgress). Leave it
+	// the caller's: tests install faults with it (NoProgress, or a
+	// worker dying once a change is held and before its reply). Leave it
 	// nil in production.
-	Wrap   func(handler.Core) handler.Core
-	Logger *slog.Logger
+	Wrap func(handler.Core) handler.Core
+	// WrapChange, when set, wraps the handler inside the change log's
+	// layer (core.go): what it does after the handler returns happens
+	// after a change was made and before it is appended (tests pause an
+	// owner there). Leave it nil in production.
+	WrapChange func(handler.Core) handler.Core
+	Logger     *slog.Logger
 	// Tracer records a process span per delivery attempt, child of the
 	// dispatcher's route span; nil means no tracing.
 	Tracer trace.TracerProvider
@@ -84,6 +90,7 @@ type Server struct {
 	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
 	pr       *peers        // vault.push between workers, for merges (peers.go)
 	serve    handler.Core  // the handler wrapped in the fleet's layers (core.go)
+	clog     *changelog    // the fleet's change log: replication at acknowledgement (changelog.go)
 	// owned mirrors BucketOwners (set by Run): a worker serves a vault
 	// only while it is the vault's owner.
 	owned *owners.Cache
@@ -139,6 +146,7 @@ func NewServer(nc *nats.Conn, n *node.Node, o ServeOptions) (*Server, error) {
 
 func (s *Server) withHandoff() *Server {
 	s.ho = newHandoff(s)
+	s.clog = newChangelog(s)
 	s.cat = newCatalog(s)
 	s.pr = newPeers(s)
 	// Expired vaults are deleted through the fleet (sweepExpired), never
@@ -152,6 +160,7 @@ func (s *Server) withHandoff() *Server {
 	s.h.OnChange(func(op messages.Op, ns, vault string) {
 		if op == messages.OpExec {
 			s.ho.markDirty(vkey{ns, vault})
+			s.ho.ranInBackground(vkey{ns, vault})
 		}
 		s.cat.touch(vkey{ns, vault})
 	})
@@ -168,6 +177,7 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, telemetry.LogKeyErr, err)
 	}
+	s.clog.open(ctx)
 	okv, err := s.js.KeyValue(ctx, messages.BucketOwners)
 	if err != nil {
 		return fmt.Errorf("owners bucket: %w", err)
@@ -182,7 +192,8 @@ func (s *Server) Run(ctx context.Context) error {
 	// last flush comes after the last one finished.
 	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	var cwg sync.WaitGroup
-	cwg.Add(2)
+	cwg.Add(3)
+	go func() { defer cwg.Done(); s.clog.flushLoop(cctx) }()
 	go func() { defer cwg.Done(); s.cat.run(cctx) }()
 	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
 	defer func() { ccancel(); cwg.Wait() }()
@@ -516,11 +527,15 @@ func (s *Server) process(msg delivery) {
 	if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
 		hctx = runner.WithOutput(hctx, publishOutput(s.nc, to, req, attempt))
 	}
+	// In async replication the change is appended once the reply is
+	// sent (afterReply), before the vault's next request.
+	hctx, after := withAfterReply(hctx)
 	rep := s.h.Reply(hctx, req, s.serve) // core.go: decoded once, encoded once
 	if rep.Error != nil {
 		span.SetStatus(codes.Error, string(rep.Error.Code))
 	}
 	s.reply(replyTo, req, rep)
+	after.run()
 	if err := msg.Ack(); err != nil {
 		s.log.WarnContext(ctx, "ack", telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, err)
 	}

@@ -120,7 +120,7 @@ func vaultToken(op messages.Op) string {
 // fleetTypes are the values of the fleet's KV buckets, documented for
 // operators and other dispatcher implementations.
 // (VaultInfo and Approval are the values of the catalogs.)
-var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head](), typ[messages.VaultInfo](), typ[messages.Approval]()}
+var fleetTypes = []reflect.Type{typ[messages.Owner](), typ[messages.Member](), typ[messages.Head](), typ[messages.VaultInfo](), typ[messages.Approval](), typ[messages.ChangeEntry]()}
 
 // names renames Go types whose contract name differs (docs/envelope.md).
 var names = map[string]string{"Envelope": "ExecutionEnvelope"}

@@ -1,0 +1,57 @@
+package messages
+
+import "encoding/json"
+
+// The change log (docs/protocol.md "Change log", docs/decisions.md §30).
+// Every acknowledged change of a vault is held by JetStream before its
+// reply is sent: one stream, StreamLog, holds every vault's entries on
+// avfs.v1.log.<ns>.<vault>, with the fleet's replica count. The head's
+// snapshot (BucketHeads, Head.LogSeq) plus the entries after it are the
+// vault; a new owner applies them before it serves the vault.
+//
+// Only the owner of the current epoch appends: every append carries
+// Nats-Expected-Last-Subject-Sequence (the sequence of the last entry the
+// owner appended or read), and a new owner, once it has read the log to
+// its end, appends an epoch entry. An old owner that comes back (paused,
+// cut off) then gets a wrong-sequence error on its next append, does not
+// acknowledge the change, and learns it lost the vault.
+const (
+	StreamLog  = "AVFS_LOG"
+	SubjectLog = SubjectRoot + ".log"
+)
+
+// LogSubject is the change log subject of vault ns/vault.
+func LogSubject(ns, vault string) string { return SubjectLog + "." + ns + "." + vault }
+
+// Kinds of change log entries.
+const (
+	// LogOp is a request that changed the vault, replayed through the
+	// handler by a new owner; its request id and result travel with it,
+	// so a retry is answered from the result wherever the vault is.
+	LogOp = "op"
+	// LogEpoch marks a new owner's takeover: nothing to apply.
+	LogEpoch = "epoch"
+	// LogSnapshot marks a change the log cannot replay (an exec's
+	// effects, a fork, a create, an import): the owner pushes the vault's
+	// snapshot with this entry's sequence as Head.LogSeq before it
+	// answers. A snapshot entry above the head's LogSeq is one whose push
+	// never landed (its request was not acknowledged): it is skipped.
+	LogSnapshot = "snapshot"
+)
+
+// ChangeEntry is one entry of a vault's change log.
+type ChangeEntry struct {
+	Kind   string `json:"kind"`   // LogOp, LogEpoch or LogSnapshot
+	Epoch  int64  `json:"epoch"`  // owner epoch (BucketOwners) of the writer
+	Worker string `json:"worker"` // the worker that appended it
+	// Time is the time the change's transactions used (RFC 3339 with
+	// nanoseconds): a replay uses it too, so times replay equal.
+	Time string `json:"time"`
+	// Request is the change itself (LogOp), or the request that asked
+	// for a snapshot (LogSnapshot).
+	Request *Request `json:"request,omitempty"`
+	// Result is the original reply's result (LogOp).
+	Result json.RawMessage `json:"result,omitempty"`
+	// Reason says why a snapshot was taken (an op, "background").
+	Reason string `json:"reason,omitempty"`
+}
