@@ -11,8 +11,9 @@ rules=(
   "policy:"
   "exec:"
   "config:"
-  "mount:vault"
-  "runner:config,exec,internal/textdiff,messages,telemetry,vault,handler,mount,policy"
+  "mount/tree:vault"
+  "mount:vault,mount/tree"
+  "runner:config,exec,internal/textdiff,messages,telemetry,vault,handler,mount,mount/tree,policy"
 )
 # Packages that must link no NATS package (nats.go, nats-server, micro,
 # jetstream): the exec pipeline runs the same with or without a fleet.

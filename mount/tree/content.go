@@ -1,10 +1,8 @@
-package mount
+package tree
 
 import (
 	"sort"
 	"sync"
-
-	"github.com/hanwen/go-fuse/v2/fs"
 )
 
 // extent is a run of buffered bytes written at off.
@@ -25,9 +23,8 @@ func (x *extent) end() int64 { return x.off + int64(len(x.data)) }
 // descriptors see each other's writes and a commit carries all of them.
 type fileData struct {
 	// Guarded by Mount.mu.
-	opens int       // open handles plus transient users (truncate by path)
-	shown bool      // the kernel got attributes that the next commit changes
-	inode *fs.Inode // the kernel's node, for cache notifications
+	opens int  // open handles plus transient users (truncate by path)
+	shown bool // the kernel got attributes that the next commit changes
 
 	// dirty is written with both mu and Mount.mu held, so either lock
 	// is enough to read it.
@@ -51,7 +48,7 @@ type fileData struct {
 	stale bool // dropped by Invalidate: every access fails
 }
 
-func newFileData(e *entry) *fileData {
+func newFileData(e *Entry) *fileData {
 	return &fileData{size: e.size, base: e.size, vsize: e.size, vmtime: e.mtime, vctime: e.ctime}
 }
 
