@@ -30,6 +30,10 @@
 //     was.
 //   - O_TRUNC arrives with OPEN (CAP_ATOMIC_O_TRUNC) and is buffered with
 //     the writes that follow.
+//   - With Options.Passthrough, a read-only open of a clean file of 1 MiB
+//     or more answers with a backing file (backedHandle, go-fuse's
+//     FilePassthroughFder; FOPEN_PASSTHROUGH): the kernel reads it
+//     directly and sends no READ (package tree: "Backing files").
 //
 // # Invariants
 //

@@ -98,6 +98,19 @@ type Options struct {
 	// cannot fire the timer between the create and the close.
 	flushDelay time.Duration
 
+	// Passthrough, if not nil, lets the kernel read clean files
+	// directly from backing files with their content (FUSE passthrough,
+	// Linux 6.9 or later): a read-only open of a file with no buffered
+	// changes and no other open descriptors gets one from this cache,
+	// shared by every mount of the store, and its reads never reach the
+	// mount. The kernel then ties every open of that file to that backing
+	// file until the last such descriptor closes: meanwhile a read-only
+	// open reads the same content (a change made meanwhile, through the
+	// mount, the API or another mount, shows at the first open after
+	// they all closed) and an open for writing fails with ETXTBSY (see
+	// tree.File.Backing). Off (nil) by default.
+	Passthrough *tree.Backing
+
 	// CacheBytes bounds the content of small files (up to 1 MiB each)
 	// that the mount keeps in memory after reading or writing them, so
 	// that reading them again costs no vault query. Zero means 64 MiB,
@@ -168,7 +181,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	t, err := tree.New(ctx, v, tree.Options{
 		ReadOnly: o.ReadOnly, Meta: o.Meta, Logger: m.log, QueueCloses: o.QueueCloses,
 		Poll: o.Poll, MaxDirty: o.MaxDirty, CacheBytes: o.CacheBytes, FlushDelay: o.flushDelay,
-		Kernel: (*kernel)(m), Uid: m.uid, Gid: m.gid,
+		Kernel: (*kernel)(m), Uid: m.uid, Gid: m.gid, Backing: o.Passthrough,
 	})
 	if err != nil {
 		cancel()

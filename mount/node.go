@@ -405,11 +405,25 @@ type handle struct {
 	f *tree.File
 }
 
+// backedHandle is a handle with a backing file: go-fuse registers it
+// with the kernel (FilePassthroughFder), which then serves its reads
+// from that file (FOPEN_PASSTHROUGH).
+type backedHandle struct{ handle }
+
+var _ = (fs.FilePassthroughFder)((*backedHandle)(nil))
+
+// PassthroughFd is the backing file's descriptor, valid until Release.
+func (h *backedHandle) PassthroughFd() (int, bool) {
+	return int(h.f.Backing().Fd()), true
+}
+
 // handleOf is the handle behind fh, of either kind.
 func handleOf(fh fs.FileHandle) (*handle, bool) {
 	switch h := fh.(type) {
 	case *handle:
 		return h, true
+	case *backedHandle:
+		return &h.handle, true
 	}
 	return nil, false
 }
@@ -424,6 +438,9 @@ func (m *Mount) handle(f *tree.File, keep bool, flags uint32) (fs.FileHandle, ui
 	}
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0 {
 		fl |= fuse.FOPEN_NOFLUSH
+	}
+	if f.Backing() != nil {
+		return &backedHandle{handle{f: f}}, fl
 	}
 	return &handle{f: f}, fl
 }

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"context"
+	"os"
 	"syscall"
 
 	"github.com/avfs/avfs/vault"
@@ -139,22 +140,88 @@ func (t *Tree) Rename(ctx context.Context, dirIno uint64, name string, newDirIno
 // Invalidate fails with ESTALE instead of reaching whatever now has its
 // path.
 type File struct {
-	e *Entry
-	d *fileData
+	e       *Entry
+	d       *fileData
+	backing *os.File // read-only, with the file's content (Options.Backing)
 }
 
 // Entry is the entry f was opened on.
 func (f *File) Entry() *Entry { return f.e }
 
-// open registers a new File on e; keepCache is false when the kernel's
-// pages of e may be wrong (a failed commit, Invalidate).
+// Backing is a read-only file holding f's content, which a kernel may
+// read directly instead of asking (FUSE passthrough), or nil. With
+// Options.Backing, a read-only File of a clean file of MinBacked bytes
+// or more gets one. It is closed by Release.
+//
+// The kernel attaches one backing file to an inode while any File of it
+// is open through one, and then requires every open of that inode to use
+// it: so while a backed File is open, a read-only open gets the same
+// content (a change made meanwhile shows at the first open after the
+// last of them closed), and an open for writing or truncation fails with
+// ETXTBSY, as a write to a running program does.
+func (f *File) Backing() *os.File { return f.backing }
+
+// open registers a new File on e for reading and writing; keepCache is
+// false when the kernel's pages of e may be wrong (a failed commit,
+// Invalidate).
 func (t *Tree) open(e *Entry) (f *File, keepCache bool) {
+	f, keepCache, _ = t.openFlags(t.ctx, e, syscall.O_RDWR)
+	return f, keepCache
+}
+
+// openFlags is open with open(2)'s flags: with a Backing, a read-only
+// open of a clean file with no other Files but backed ones gets a
+// backing file.
+func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, keepCache bool, errno syscall.Errno) {
 	d := t.acquire(e)
+	f = &File{e: e, d: d}
+	if t.backing != nil && e.kind == vault.KindFile {
+		readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0
+		t.nsMu.RLock()
+		d.mu.Lock()
+		t.mu.Lock()
+		backed, cached, tmp := d.backed, d.opens-1-d.backed, e.tmp
+		t.mu.Unlock()
+		switch {
+		case backed > 0 && !readOnly:
+			errno = syscall.ETXTBSY
+		case backed > 0:
+			fd, err := syscall.Dup(int(d.backingFile.Fd()))
+			if err != nil {
+				errno = t.errno("dup backing file", "", err)
+				break
+			}
+			syscall.CloseOnExec(fd)
+			f.backing = os.NewFile(uintptr(fd), d.backingFile.Name())
+		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && d.size >= MinBacked:
+			if f.backing = t.backedLocked(ctx, e, d); f.backing != nil {
+				fd, err := syscall.Dup(int(f.backing.Fd()))
+				if err != nil {
+					f.backing.Close()
+					f.backing = nil
+					break
+				}
+				syscall.CloseOnExec(fd)
+				d.backingFile = os.NewFile(uintptr(fd), f.backing.Name())
+			}
+		}
+		if f.backing != nil {
+			t.mu.Lock()
+			d.backed++
+			t.mu.Unlock()
+		}
+		d.mu.Unlock()
+		t.nsMu.RUnlock()
+		if errno != 0 {
+			t.release(e, d)
+			return nil, false, errno
+		}
+	}
 	t.mu.Lock()
 	keepCache = !e.dropCache
 	e.dropCache = false
 	t.mu.Unlock()
-	return &File{e: e, d: d}, keepCache
+	return f, keepCache, 0
 }
 
 // Open opens regular file e with open(2)'s flags. O_TRUNC is buffered
@@ -164,7 +231,10 @@ func (t *Tree) Open(ctx context.Context, e *Entry, flags uint32) (f *File, keepC
 	if t.ro && (flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0) {
 		return nil, false, syscall.EROFS
 	}
-	f, keepCache = t.open(e)
+	f, keepCache, errno = t.openFlags(ctx, e, flags)
+	if errno != 0 {
+		return nil, false, errno
+	}
 	if flags&syscall.O_TRUNC != 0 {
 		if errno := t.truncate(ctx, e, 0, false); errno != 0 {
 			t.closeFile(f)
@@ -227,8 +297,24 @@ func (t *Tree) Release(ctx context.Context, f *File) {
 	t.closeFile(f)
 }
 
-// closeFile drops f.
-func (t *Tree) closeFile(f *File) { t.release(f.e, f.d) }
+// closeFile drops f's counts and closes its backing file; the last
+// backed File of a file closes the file's.
+func (t *Tree) closeFile(f *File) {
+	if f.backing != nil {
+		f.d.mu.Lock()
+		t.mu.Lock()
+		f.d.backed--
+		last := f.d.backed == 0
+		t.mu.Unlock()
+		if last && f.d.backingFile != nil {
+			f.d.backingFile.Close()
+			f.d.backingFile, f.d.backedKey = nil, ""
+		}
+		f.d.mu.Unlock()
+		f.backing.Close()
+	}
+	t.release(f.e, f.d)
+}
 
 // CommitQueue commits the queued changes (creates, removals, renames,
 // closes): fsync of a directory.

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"os"
 	"sort"
 	"sync"
 )
@@ -25,6 +26,8 @@ type fileData struct {
 	// Guarded by Mount.mu.
 	opens int  // open handles plus transient users (truncate by path)
 	shown bool // the kernel got attributes that the next commit changes
+	// backed counts the Files with a backing file (passthrough).
+	backed int
 
 	// dirty is written with both mu and Mount.mu held, so either lock
 	// is enough to read it.
@@ -46,6 +49,11 @@ type fileData struct {
 	orphanData []byte
 
 	stale bool // dropped by Invalidate: every access fails
+
+	// While backed > 0: the content key of the backed Files' backing
+	// file, and that file. Guarded by mu.
+	backedKey   string
+	backingFile *os.File
 }
 
 func newFileData(e *Entry) *fileData {

@@ -102,10 +102,24 @@
 //     MaxOrphan) until Link gives it a name, which creates it in the
 //     vault, under the inode number reserved for it, with its content.
 //
+// # Backing files (passthrough)
+//
+// With Options.Backing, a read-only open of a clean file of MinBacked
+// bytes or more with no other open Files gets a backing file
+// (File.Backing): a read-only copy of its committed content in a Backing,
+// a cache shared by every tree of the store, one file per content key
+// (vault.Tx.ContentKey), written on first use in the transaction that
+// names the key, bounded, least recently used out. A FUSE mount hands it
+// to the kernel, which reads it without asking. The kernel then ties every
+// open of the inode to that file until the last backed File closes:
+// meanwhile a read-only open gets the same backing file, and an open for
+// writing or truncation fails with ETXTBSY (decisions §26).
+//
 // # Locks
 //
 // Lock order: follower.mu, then Tree.nsMu, then fileData.mu, then
-// queue.tx, then queue.mu, then Tree.mu. A catch-up (follower.mu) holds
+// queue.tx, then queue.mu, then Tree.mu; Backing.mu is taken last and
+// never held across a call out (a fill runs without it). A catch-up (follower.mu) holds
 // nsMu exclusively while it re-reads and applies, and then the fileData
 // of every file it may touch at once: nobody else holds two of those, as
 // only holders of nsMu exclusively would. nsMu is held exclusively by

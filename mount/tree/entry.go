@@ -63,6 +63,12 @@ type Entry struct {
 	// (Mount.cache); cached is its place in the cache's LRU list.
 	content []byte
 	cached  *list.Element
+
+	// key is the content key (vault.Tx.ContentKey) of the file as it was
+	// when its size, mtime and ctime were keySize, keyMtime and
+	// keyCtime: still its key while they are the same (backedLocked).
+	key                         string
+	keySize, keyMtime, keyCtime int64
 }
 
 func newEntry(v vault.Entry) *Entry {

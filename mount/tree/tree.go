@@ -61,6 +61,10 @@ type Options struct {
 	FlushDelay time.Duration
 	// Kernel is told what it must forget; nil for a tree nobody caches.
 	Kernel Kernel
+	// Backing, if not nil, gives read-only opens of clean files a
+	// backing file with their content (File.Backing), for FUSE
+	// passthrough.
+	Backing *Backing
 	// Uid and Gid own the entries the vault records no owner for (the
 	// mounting user); zero values mean the process's.
 	Uid, Gid uint32
@@ -109,6 +113,7 @@ type Tree struct {
 	maxDirty int64
 	uid, gid uint32
 	kernel   Kernel
+	backing  *Backing // Options.Backing
 
 	// ctx carries every vault call made on a caller's behalf: a commit
 	// aborted by a signal to the calling process would fail close(2)
@@ -183,7 +188,7 @@ func New(ctx context.Context, v *vault.Vault, o Options) (*Tree, error) {
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t := &Tree{
 		v: v, meta: meta, ro: o.ReadOnly, maxDirty: maxDirty,
-		log: logger, uid: uid, gid: gid, kernel: kernel,
+		log: logger, uid: uid, gid: gid, kernel: kernel, backing: o.Backing,
 		ctx: tctx, cancel: cancel,
 		metas: map[uint64]*Entry{}, dirty: map[*Entry]struct{}{},
 		flushDelay: o.FlushDelay, queueCloses: o.QueueCloses && !o.ReadOnly,
