@@ -151,14 +151,15 @@ func (f *File) Entry() *Entry { return f.e }
 // Backing is a read-only file holding f's content, which a kernel may
 // read directly instead of asking (FUSE passthrough), or nil. With
 // Options.Backing, a read-only File of a clean file of MinBacked bytes
-// or more gets one. It is closed by Release.
+// or more (and at most a quarter of the cache's bound) gets one. It is closed by Release.
 //
 // The kernel attaches one backing file to an inode while any File of it
 // is open through one, and then requires every open of that inode to use
 // it: so while a backed File is open, a read-only open gets the same
 // content (a change made meanwhile shows at the first open after the
-// last of them closed), and an open for writing or truncation fails with
-// ETXTBSY, as a write to a running program does.
+// last of them was released; the kernel sends RELEASE after close(2)
+// returns, asynchronously), and an open for writing or truncation fails
+// with ETXTBSY, as a write to a running program does.
 func (f *File) Backing() *os.File { return f.backing }
 
 // open registers a new File on e for reading and writing; keepCache is
@@ -193,7 +194,7 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 			}
 			syscall.CloseOnExec(fd)
 			f.backing = os.NewFile(uintptr(fd), d.backingFile.Name())
-		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && d.size >= MinBacked:
+		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && t.backing.backs(d.size):
 			if f.backing = t.backedLocked(ctx, e, d); f.backing != nil {
 				fd, err := syscall.Dup(int(f.backing.Fd()))
 				if err != nil {

@@ -53,6 +53,13 @@ type backingFill struct {
 	err  error
 }
 
+// maxBackedShare: a file larger than the cache's bound divided by it is
+// never backed (nor copied into the cache).
+const maxBackedShare = 4
+
+// backs reports whether a file of size bytes gets a backing file.
+func (b *Backing) backs(size int64) bool { return size >= MinBacked && size <= b.max/maxBackedShare }
+
 // MinBacked is the smallest file given a backing file. A backed open
 // costs a vault transaction (the content key), the first one a copy of
 // the content into the cache, and two more kernel round trips (register
@@ -236,10 +243,13 @@ func (b *Backing) write(p string, size int64, fill func(w io.Writer) error) erro
 	if err != nil {
 		return fmt.Errorf("content cache: %w", err)
 	}
-	cw := &countWriter{w: tmp}
+	cw := &sparseWriter{f: tmp}
 	err = fill(cw)
 	if err == nil && cw.n != size {
 		err = fmt.Errorf("content cache: wrote %d bytes of %d", cw.n, size)
+	}
+	if err == nil {
+		err = tmp.Truncate(size) // a hole at the end
 	}
 	if err == nil {
 		err = tmp.Chmod(0o400)
@@ -256,13 +266,30 @@ func (b *Backing) write(p string, size int64, fill func(w io.Writer) error) erro
 	return err
 }
 
-type countWriter struct {
-	w io.Writer
+// sparseWriter writes to f, leaving a hole where a piece is all zeros:
+// a sparse file (the vault keeps holes as runs) costs no disk here
+// either.
+type sparseWriter struct {
+	f *os.File
 	n int64
 }
 
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
+func (c *sparseWriter) Write(p []byte) (int, error) {
+	zero := true
+	for _, b := range p {
+		if b != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		if _, err := c.f.Seek(int64(len(p)), io.SeekCurrent); err != nil {
+			return 0, err
+		}
+		c.n += int64(len(p))
+		return len(p), nil
+	}
+	n, err := c.f.Write(p)
 	c.n += int64(n)
 	return n, err
 }
