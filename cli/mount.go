@@ -11,6 +11,7 @@ import (
 
 	"github.com/avfs/avfs/messages"
 	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/node"
 	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
@@ -50,7 +51,13 @@ store; it must run on this machine.`,
 			} else if !ok {
 				return &requestError{toErr(vault.ErrVaultNotFound)}
 			}
-			m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: readonly, AllowOther: allowOther, QueueCloses: queueCloses, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log})
+			o := mount.Options{ReadOnly: readonly, AllowOther: allowOther, QueueCloses: queueCloses, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log}
+			if a.cfg.Mount.Passthrough {
+				if o.Passthrough, err = tree.OpenBacking(a.cfg.ContentCacheDir(), a.cfg.Mount.ContentCacheMB<<20); err != nil {
+					return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
+				}
+			}
+			m, err := mount.New(ctx, v, dir, o)
 			if err != nil {
 				return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 			}

@@ -38,7 +38,24 @@ type Config struct {
 	// log holds it right after) or checkpoint (no log: the fleet holds
 	// the vault's last push).
 	Replication string `mapstructure:"replication"`
+	Mount       Mount  `mapstructure:"mount"`
 }
+
+// Mount tunes the FUSE mounts this home serves (avfs mount, exec).
+type Mount struct {
+	// Passthrough lets the kernel read clean files straight from
+	// read-only copies of their content kept in a cache under the home
+	// (FUSE passthrough, Linux 6.9+). A descriptor opened before a change
+	// keeps reading the content it was opened on (close-to-open
+	// coherence), so it is off by default.
+	Passthrough bool `mapstructure:"passthrough"`
+	// ContentCacheMB bounds that cache ($AVFS_HOME/content-cache), least
+	// recently used out.
+	ContentCacheMB int64 `mapstructure:"content_cache_mb"`
+}
+
+// ContentCacheDir is where passthrough mounts keep file content.
+func (c Config) ContentCacheDir() string { return filepath.Join(c.Home, "content-cache") }
 
 // Checkpoints is the retention of auto-checkpoints (the ones exec takes)
 // for vaults that set none of their own (avfs vault set); named
@@ -241,6 +258,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
 	v.SetDefault("runtime.gc_percent", 25)
+	v.SetDefault("mount.passthrough", false)
+	v.SetDefault("mount.content_cache_mb", 4096)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/vault"
 )
 
@@ -44,6 +45,14 @@ func mountVault(t testing.TB, v *vault.Vault, o Options) *Mount {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("mount tests need /dev/fuse and root: %v", err)
+	}
+	if os.Getenv("AVFS_TEST_PASSTHROUGH") != "" && o.Passthrough == nil {
+		// The whole suite with passthrough on: what the option breaks.
+		b, err := tree.OpenBacking(t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Passthrough = b
 	}
 	m, err := New(context.Background(), v, t.TempDir(), o)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/vault"
 	"golang.org/x/sys/unix"
 )
@@ -193,7 +194,7 @@ func TestTmpfile(t *testing.T) {
 }
 
 // TestTmpfileBounded: an unnamed file lives in memory, so linkat refuses
-// one past maxOrphan (ENOSPC) however it got its size: ftruncate or a
+// one past tree.MaxOrphan (ENOSPC) however it got its size: ftruncate or a
 // write far out cost nothing while holes, but the link would allocate
 // the whole size (a command could make the mount allocate gigabytes).
 func TestTmpfileBounded(t *testing.T) {
@@ -201,8 +202,8 @@ func TestTmpfileBounded(t *testing.T) {
 	m := mountVault(t, v, Options{})
 	dir := m.Dir()
 	for i, grow := range []func(fd int) error{
-		func(fd int) error { return unix.Ftruncate(fd, maxOrphan+1) },
-		func(fd int) error { _, err := unix.Pwrite(fd, []byte("x"), maxOrphan); return err },
+		func(fd int) error { return unix.Ftruncate(fd, tree.MaxOrphan+1) },
+		func(fd int) error { _, err := unix.Pwrite(fd, []byte("x"), tree.MaxOrphan); return err },
 	} {
 		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o640)
 		if err != nil {
@@ -215,7 +216,7 @@ func TestTmpfileBounded(t *testing.T) {
 		err = unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW)
 		unix.Close(fd)
 		if !errors.Is(err, unix.ENOSPC) {
-			t.Errorf("case %d: linkat of an unnamed file past %d bytes: %v, want ENOSPC", i, maxOrphan, err)
+			t.Errorf("case %d: linkat of an unnamed file past %d bytes: %v, want ENOSPC", i, tree.MaxOrphan, err)
 		}
 	}
 	syncMount(t, m)

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/vault"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -18,16 +18,11 @@ import (
 
 // Log keys.
 const (
-	keyOp      = "op"
-	keyPath    = "path"
-	keyErr     = "err"
-	keyDir     = "dir"
-	keyChanges = "changes"
+	keyErr = "err"
+	keyDir = "dir"
 )
 
 const (
-	blockSize = 4096
-
 	// defaultTimeout is how long the kernel keeps names, attributes
 	// and misses. Every change made through the mount reaches the
 	// kernel with the request that makes it, and Invalidate drops the
@@ -35,12 +30,7 @@ const (
 	// timeout only bounds how long a change nobody reported stays
 	// unseen. At 1 s, git status and find after a pause paid a LOOKUP
 	// round trip per entry.
-	defaultTimeout  = time.Minute
-	defaultMaxDirty = 64 << 20
-	defaultCache    = 64 << 20
-	// maxOrphan bounds the content kept in memory for a file that is
-	// unlinked while open; a larger one reads as EIO afterwards.
-	maxOrphan = 64 << 20
+	defaultTimeout = time.Minute
 	// maxWrite is the largest READ/WRITE request the kernel sends: the
 	// fewer round trips the better, and 1 MiB is the kernel's limit.
 	maxWrite = 1 << 20
@@ -108,6 +98,19 @@ type Options struct {
 	// cannot fire the timer between the create and the close.
 	flushDelay time.Duration
 
+	// Passthrough, if not nil, lets the kernel read clean files
+	// directly from backing files with their content (FUSE passthrough,
+	// Linux 6.9 or later): a read-only open of a file with no buffered
+	// changes and no other open descriptors gets one from this cache,
+	// shared by every mount of the store, and its reads never reach the
+	// mount. The kernel then ties every open of that file to that backing
+	// file until the last such descriptor closes: meanwhile a read-only
+	// open reads the same content (a change made meanwhile, through the
+	// mount, the API or another mount, shows at the first open after
+	// they all closed) and an open for writing fails with ETXTBSY (see
+	// tree.File.Backing). Off (nil) by default.
+	Passthrough *tree.Backing
+
 	// CacheBytes bounds the content of small files (up to 1 MiB each)
 	// that the mount keeps in memory after reading or writing them, so
 	// that reading them again costs no vault query. Zero means 64 MiB,
@@ -115,58 +118,41 @@ type Options struct {
 	CacheBytes int64
 }
 
-// Mount serves one vault at a directory through FUSE. It is safe for
+// Mount serves one vault at a directory through FUSE: it translates the
+// kernel's requests into calls on a tree.Tree, which holds the vault's
+// tree in memory, and its answers into replies. It is safe for
 // concurrent use.
 type Mount struct {
+	t        *tree.Tree
 	v        *vault.Vault
 	dir      string
-	meta     vault.Meta
 	log      *slog.Logger
 	ro       bool
-	maxDirty int64
 	uid, gid uint32
 	server   *fuse.Server
 	rootNode *dirNode
 
-	// ctx carries every vault call made on the kernel's behalf. The
+	// ctx carries every tree call made on the kernel's behalf. The
 	// kernel's own request context is cancelled by any signal to the
 	// caller (the Go runtime's SIGURG preemption included); a commit
 	// aborted that way would fail close(2) for no reason.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// nsMu orders path-based vault calls against changes of the tree:
-	// create, remove and rename hold it exclusively, everything that
-	// resolves a path and then calls the vault holds it shared.
-	nsMu sync.RWMutex
-
-	// mu guards the entry cache: every entry field, the maps below and
-	// closed. It is never held across a vault call or a kernel notify.
-	mu     sync.Mutex
-	root   *entry
-	metas  map[uint64]*entry // every entry the mount knows, by inode number
-	dirty  map[*entry]struct{}
-	cache  contentCache
+	// mu guards nodes and closed. It is never held across a tree call
+	// or a kernel notification.
+	mu sync.Mutex
+	// nodes are the kernel's nodes of regular files, by inode number,
+	// for the tree's notifications (Kernel.Changed).
+	nodes  map[uint64]*fs.Inode
 	closed bool
 
-	q queue // removals and renames not yet in the vault
+	panicOn string // Options.panicOn
 
-	panicOn    string        // Options.panicOn
-	flushDelay time.Duration // Options.flushDelay, or 5 ms
+	served   chan struct{}  // closed when the server stops: unmounted
+	dev      uint64         // the mount's device number, as stat shows it
+	notifies sync.WaitGroup // kernel notifications sent in the background
 
-	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
-	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
-	maxFiles    atomic.Bool  // the vault has a max_files quota: creates commit at once
-	noQuota     atomic.Bool  // Options.QueueCloses and the vault has no quota: closes queue their content
-	queueCloses bool         // Options.QueueCloses
-
-	served     chan struct{} // closed when the server stops: unmounted
-	dev        uint64        // the mount's device number, as stat shows it
-	fol        follower      // the vault's change log as the caches reflect it
-	stopFollow chan struct{} // closed by Close: the poller stops
-	followDone chan struct{} // closed when the poller has stopped
-
-	notifies  sync.WaitGroup // kernel notifications sent in the background
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -181,52 +167,27 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("mount %s: %w", dir, syscall.ENOTDIR)
 	}
-	pos, err := v.LogPos(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w", dir, err)
-	}
-	st, err := v.Stat(ctx, "/")
-	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w", dir, err)
-	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	meta := o.Meta
-	meta.RequestID = ""
-	if meta.Actor == "" {
-		meta.Actor = "mount"
-	}
-	maxDirty := o.MaxDirty
-	if maxDirty <= 0 {
-		maxDirty = defaultMaxDirty
-	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &Mount{
-		v: v, dir: dir, meta: meta, ro: o.ReadOnly, maxDirty: maxDirty,
+		v: v, dir: dir, ro: o.ReadOnly,
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
-		ctx: mctx, cancel: cancel,
-		metas: map[uint64]*entry{}, dirty: map[*entry]struct{}{}, panicOn: o.panicOn,
-		flushDelay: o.flushDelay, queueCloses: o.QueueCloses && !o.ReadOnly,
+		ctx: mctx, cancel: cancel, nodes: map[uint64]*fs.Inode{}, panicOn: o.panicOn,
 	}
-	if m.flushDelay <= 0 {
-		m.flushDelay = defaultFlushDelay
-	}
-	switch {
-	case o.CacheBytes == 0:
-		m.cache.max = defaultCache
-	case o.CacheBytes > 0:
-		m.cache.max = o.CacheBytes
-	}
-	m.fol.pos = pos
-	m.root = newEntry(st)
-	m.metas[rootIno] = m.root
-	if err := m.refreshQuota(ctx); err != nil {
+	m.rootNode = &dirNode{node{m: m, ino: tree.RootIno}}
+	t, err := tree.New(ctx, v, tree.Options{
+		ReadOnly: o.ReadOnly, Meta: o.Meta, Logger: m.log, QueueCloses: o.QueueCloses,
+		Poll: o.Poll, MaxDirty: o.MaxDirty, CacheBytes: o.CacheBytes, FlushDelay: o.flushDelay,
+		Kernel: (*kernel)(m), Uid: m.uid, Gid: m.gid, Backing: o.Passthrough,
+	})
+	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	m.rootNode = &dirNode{node{m: m, ino: rootIno}}
+	m.t = t
 
 	stdlog := slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)
 	opts := &fs.Options{
@@ -266,7 +227,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		NullPermissions: true,
 		UID:             m.uid,
 		GID:             m.gid,
-		RootStableAttr:  &fs.StableAttr{Ino: rootIno, Gen: 1},
+		RootStableAttr:  &fs.StableAttr{Ino: tree.RootIno, Gen: 1},
 		Logger:          stdlog,
 	}
 	if o.ReadOnly {
@@ -283,6 +244,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		err = server.WaitMount()
 	}
 	if err != nil {
+		t.Close()
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -296,15 +258,6 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		server.Wait()
 		close(m.served)
 	}()
-	m.stopFollow, m.followDone = make(chan struct{}), make(chan struct{})
-	if every := o.Poll; every >= 0 {
-		if every == 0 {
-			every = defaultPoll
-		}
-		go m.follow(every, m.stopFollow, m.followDone)
-	} else {
-		close(m.followDone)
-	}
 	return m, nil
 }
 
@@ -327,105 +280,31 @@ func (m *Mount) Dir() string { return m.dir }
 // buffered changes; the errors are joined. Call Sync before changing the
 // vault behind the mount's back.
 func (m *Mount) Sync(ctx context.Context) error {
-	m.nsMu.RLock()
-	err := m.flushHeld(ctx)
-	m.nsMu.RUnlock()
-	if err != nil {
+	if err := m.t.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", m.dir, err)
 	}
-	m.mu.Lock()
-	list := make([]*entry, 0, len(m.dirty))
-	for e := range m.dirty {
-		list = append(list, e)
-	}
-	m.mu.Unlock()
-	var errs []error
-	for _, e := range list {
-		if err := m.commit(ctx, e); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
+
+// Refresh brings the mount up to date with the vault now, instead of at
+// the next poll: a caller that just changed the vault behind the mount's
+// back, or is about to run a command in it, calls it. It costs one query
+// when nothing changed. Unlike Invalidate it keeps open descriptors and
+// queued changes.
+func (m *Mount) Refresh(ctx context.Context) error { return m.t.Refresh(ctx) }
 
 // Invalidate forgets everything the mount and the kernel cached about the
 // vault (names, attributes, listings and file content), after the vault
 // was changed behind the mount's back, by a checkpoint restore for
 // instance. Changes not yet synced are dropped, and descriptors opened
 // before the call fail with ESTALE.
-func (m *Mount) Invalidate() {
-	m.nsMu.Lock()
-	m.dropQueue()
-	m.mu.Lock()
-	old := m.metas
-	negative := map[uint64][]string{}
-	var datas []*fileData
-	for ino, e := range old {
-		for name := range e.negative {
-			negative[ino] = append(negative[ino], name)
-		}
-		e.children, e.negative = nil, nil
-		if e.data != nil {
-			datas = append(datas, e.data)
-		}
-	}
-	m.root.stale = true
-	m.metas = map[uint64]*entry{rootIno: m.root}
-	m.dirty = map[*entry]struct{}{}
-	m.cache = contentCache{max: m.cache.max}
-	m.mu.Unlock()
-	for _, d := range datas {
-		d.mu.Lock()
-		m.mu.Lock()
-		d.dirty = false
-		m.mu.Unlock()
-		d.stale = true
-		m.account(d, d.revert)
-		d.mu.Unlock()
-	}
-	if err := m.refreshQuota(m.ctx); err != nil {
-		m.log.Warn("read quota", keyErr, err)
-	}
-	m.nsMu.Unlock()
-
-	// Notify outside every lock: the kernel may wait for requests in
-	// flight, and those may wait for our locks.
-	m.invalidateKernel(m.rootNode.EmbeddedInode(), negative)
-}
-
-// invalidateKernel drops the kernel's dentries, negative dentries,
-// attributes and page caches for every node it knows below root.
-func (m *Mount) invalidateKernel(root *fs.Inode, negative map[uint64][]string) {
-	seen := map[*fs.Inode]bool{}
-	var walk func(d *fs.Inode)
-	walk = func(d *fs.Inode) {
-		if seen[d] {
-			return
-		}
-		seen[d] = true
-		d.NotifyContent(0, 0)
-		for _, name := range negative[d.StableAttr().Ino] {
-			d.NotifyEntry(name)
-		}
-		for name, c := range d.Children() {
-			d.NotifyEntry(name)
-			if c.IsDir() {
-				walk(c)
-			} else if !seen[c] {
-				seen[c] = true
-				c.NotifyContent(0, 0)
-			}
-		}
-	}
-	walk(root)
-}
+func (m *Mount) Invalidate() { m.t.Invalidate() }
 
 // Close commits buffered writes, unmounts (lazily if the mount is busy)
 // and waits for the server to stop.
 func (m *Mount) Close() error {
 	m.closeOnce.Do(func() {
-		close(m.stopFollow)
-		<-m.followDone
+		m.t.StopFollowing()
 		serr := m.Sync(m.ctx)
 		uerr := m.unmount()
 		m.mu.Lock()
@@ -433,16 +312,9 @@ func (m *Mount) Close() error {
 		m.mu.Unlock()
 		// Requests served while a busy mount drained may have queued
 		// changes after the Sync above.
-		m.nsMu.RLock()
-		if err := m.flushHeld(m.ctx); err != nil {
+		if err := m.t.Close(); err != nil {
 			serr = errors.Join(serr, err)
 		}
-		m.nsMu.RUnlock()
-		m.q.mu.Lock()
-		if m.q.timer != nil {
-			m.q.timer.Stop()
-		}
-		m.q.mu.Unlock()
 		m.notifies.Wait()
 		m.cancel()
 		m.closeErr = errors.Join(serr, uerr)
@@ -472,104 +344,6 @@ func (m *Mount) unmount() error {
 	case <-time.After(unmountWait):
 		return fmt.Errorf("unmount %s: detached but still in use after %v", m.dir, unmountWait)
 	}
-}
-
-// errno maps err for the kernel, logging the errors that are not a
-// caller's mistake.
-func (m *Mount) errno(op, p string, err error) syscall.Errno {
-	e := Errno(err)
-	if e == syscall.EIO || e == syscall.EBUSY || e == syscall.ESTALE {
-		m.log.Warn("vault call failed", keyOp, op, keyPath, p, keyErr, err)
-	}
-	return e
-}
-
-// notifyContent tells the kernel in the background to drop in's cached
-// attributes and, for off >= 0, its cached content. It runs apart from
-// the handler that asks for it: the kernel may need that very request to
-// finish before it can process the notification.
-func (m *Mount) notifyContent(in *fs.Inode, off, n int64) {
-	if in == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return
-	}
-	m.notifies.Add(1)
-	go func() {
-		defer m.notifies.Done()
-		in.NotifyContent(off, n)
-	}()
-}
-
-func (m *Mount) refreshQuota(ctx context.Context) error {
-	q, _, err := m.v.Quota(ctx)
-	if err != nil {
-		return err
-	}
-	limit := m.v.MaxFileSize()
-	if q.MaxFileSizeMB != nil {
-		limit = min(limit, *q.MaxFileSizeMB<<20)
-	}
-	m.maxFileSize.Store(limit)
-	m.maxFiles.Store(q.MaxFiles != nil)
-	m.noQuota.Store(m.queueCloses && q.MaxFiles == nil && q.MaxSizeMB == nil && q.MaxFileSizeMB == nil)
-	return nil
-}
-
-// checkFileSize fails with EFBIG, before anything is buffered, when a
-// file would grow past the vault's max_file_size_mb, as the commit would.
-// The cached limit is read again before refusing, in case it was raised.
-func (m *Mount) checkFileSize(ctx context.Context, d *fileData, size int64) syscall.Errno {
-	limit := m.maxFileSize.Load()
-	if limit == 0 || size <= limit || size <= d.vsize {
-		return 0
-	}
-	if err := m.refreshQuota(ctx); err != nil {
-		return m.errno("quota", "/", err)
-	}
-	if limit = m.maxFileSize.Load(); limit == 0 || size <= limit {
-		return 0
-	}
-	return syscall.EFBIG
-}
-
-// statfs reports the vault's quota as the file system's capacity; with no
-// quota, a notional 1 TiB free and 2^32 inodes.
-func (m *Mount) statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	m.nsMu.RLock()
-	err := m.flushHeld(ctx)
-	m.nsMu.RUnlock()
-	if err != nil {
-		return m.errno("statfs", "/", err)
-	}
-	q, u, err := m.v.Quota(ctx)
-	if err != nil {
-		return m.errno("statfs", "/", err)
-	}
-	// Sparse files count their holes: keep room beyond them.
-	capacity := max(int64(1<<40), u.Bytes+1<<40)
-	if q.MaxSizeMB != nil {
-		capacity = *q.MaxSizeMB << 20
-	}
-	files := int64(1 << 32)
-	if q.MaxFiles != nil {
-		files = *q.MaxFiles
-	}
-	out.Bsize, out.Frsize, out.NameLen = blockSize, blockSize, vault.MaxNameLen
-	out.Blocks = uint64(capacity / blockSize)
-	used := uint64((u.Bytes + blockSize - 1) / blockSize)
-	if used < out.Blocks {
-		out.Bfree = out.Blocks - used
-	}
-	out.Bavail = out.Bfree
-	out.Files = uint64(files)
-	if u.Files < files {
-		out.Ffree = uint64(files - u.Files)
-	}
-	return 0
 }
 
 // Wait blocks until the file system is unmounted, by Close or from

@@ -431,23 +431,7 @@ func TestQuotaFileSize(t *testing.T) {
 		t.Fatalf("mount after refused write: got %d bytes, want the old content", len(got))
 	}
 
-	// The limit also holds when the quota is only found at commit.
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.maxFileSize.Store(0) // pretend the cached limit is missing
-	if _, err := f.Write(pattern(2 << 20)); err != nil {
-		t.Fatalf("buffered write: %v", err)
-	}
-	err = f.Close()
-	wantErrno(t, "close after 2 MiB", err, syscall.EFBIG, syscall.EDQUOT)
-	if got := vaultFile(t, v, "/f"); got != "old content" {
-		t.Fatalf("vault after failed commit: got %d bytes, want the old content", len(got))
-	}
-	if got := readFile(t, p); got != "old content" {
-		t.Fatalf("mount after failed commit: got %d bytes, want the old content", len(got))
-	}
+	// A limit found only at commit: tree.TestFileSizeFoundAtCommit.
 }
 
 func TestQuotaFiles(t *testing.T) {

@@ -5,14 +5,20 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/vault"
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
+// errGone answers a request for a node whose entry the tree no longer
+// has: it was removed (the kernel may still hold a name it looked up just
+// before), or Invalidate dropped it (and the kernel looks names up again).
+const errGone = syscall.ENOENT
+
 // node is what every kind of kernel node shares: the vault inode number it
-// stands for. Its state lives in the Mount's entry for that number, so
+// stands for. Its state lives in the tree's entry for that number, so
 // several node values for one inode (go-fuse keeps the first one it
 // registered) are interchangeable.
 type node struct {
@@ -24,43 +30,65 @@ type node struct {
 // newNode returns the kernel node for e and its stable identity: the
 // vault's inode number, which survives unmounts, forks and restores and
 // is never reused within a vault, so one generation suffices.
-func (m *Mount) newNode(e *entry) (fs.InodeEmbedder, fs.StableAttr) {
-	id := fs.StableAttr{Mode: typeBits(e.kind), Ino: e.ino, Gen: 1}
-	switch e.kind {
+func (m *Mount) newNode(e *tree.Entry) (fs.InodeEmbedder, fs.StableAttr) {
+	id := fs.StableAttr{Mode: tree.TypeBits(e.Kind()), Ino: e.Ino(), Gen: 1}
+	switch e.Kind() {
 	case vault.KindDir:
-		return &dirNode{node{m: m, ino: e.ino}}, id
+		return &dirNode{node{m: m, ino: e.Ino()}}, id
 	case vault.KindSymlink:
-		return &linkNode{node{m: m, ino: e.ino}}, id
+		return &linkNode{node{m: m, ino: e.Ino()}}, id
 	case vault.KindFile:
-		return &fileNode{node{m: m, ino: e.ino}}, id
+		return &fileNode{node{m: m, ino: e.Ino()}}, id
 	}
 	// A fifo, socket or device: the kernel serves its opens itself.
-	return &node{m: m, ino: e.ino}, id
+	return &node{m: m, ino: e.Ino()}, id
 }
 
-// entryOf resolves the entry a request is about: the open handle's, if
-// the request carries one, else the current entry for the node.
-func (n *node) entryOf(fh fs.FileHandle) *entry {
-	if h, ok := fh.(*handle); ok {
-		return h.e
+// fillAttr renders a as FUSE attributes.
+func fillAttr(a tree.Attr, out *fuse.Attr) {
+	out.Ino, out.Size, out.Blocks, out.Blksize = a.Ino, a.Size, a.Blocks, tree.BlockSize
+	out.Mode, out.Nlink, out.Uid, out.Gid, out.Rdev = a.Mode, a.Nlink, a.Uid, a.Gid, a.Rdev
+	out.Mtime, out.Mtimensec = uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
+	out.Atime, out.Atimensec = uint64(a.Atime/1e9), uint32(a.Atime%1e9)
+	out.Ctime, out.Ctimensec = uint64(a.Ctime/1e9), uint32(a.Ctime%1e9)
+}
+
+// creator is the process a request comes from, who owns what it creates.
+func (m *Mount) creator(ctx context.Context) (uid, gid uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
 	}
-	return n.m.entry(n.ino)
+	return m.uid, m.gid
+}
+
+// entryOf resolves the entry a request is about: the open file's, if
+// the request carries one, else the current entry for the node.
+func (n *node) entryOf(fh fs.FileHandle) *tree.Entry {
+	if h, ok := handleOf(fh); ok {
+		return h.f.Entry()
+	}
+	return n.m.t.Node(n.ino)
 }
 
 var _ = (fs.NodeGetattrer)((*node)(nil))
 
-// Getattr answers from the entry cache. go-fuse hands in some open
-// handle of the node even for stat(2); the node's current entry wins over
-// a handle left from before Invalidate.
+// Getattr answers from the tree. go-fuse hands in some open handle of the
+// node even for stat(2); the node's current entry wins over a handle left
+// from before Invalidate.
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	e := n.m.entry(n.ino)
+	e := n.m.t.Node(n.ino)
 	if e == nil {
 		e = n.entryOf(fh)
 	}
 	if e == nil {
 		return errGone
 	}
-	return n.m.attr(n.m.ctx, e, &out.Attr)
+	var a tree.Attr
+	if errno := n.m.t.Attr(n.m.ctx, e, &a); errno != 0 {
+		return errno
+	}
+	fillAttr(a, &out.Attr)
+	return 0
 }
 
 var _ = (fs.NodeSetattrer)((*node)(nil))
@@ -71,32 +99,69 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if e == nil {
 		return errGone
 	}
-	_, byHandle := fh.(*handle)
-	return n.m.setattr(n.m.ctx, n.EmbeddedInode(), e, !byHandle, in, out)
+	if e.Kind() == vault.KindFile {
+		n.m.track(n.EmbeddedInode())
+	}
+	_, byHandle := handleOf(fh)
+	var size *int64
+	if sz, ok := in.GetSize(); ok {
+		s := int64(sz)
+		size = &s
+	}
+	var a vault.Attrs
+	if mode, ok := in.GetMode(); ok {
+		fm := vault.FileMode(mode & 0o7777)
+		a.Mode = &fm
+	}
+	if mtime, ok := in.GetMTime(); ok {
+		a.Mtime = &mtime
+	}
+	if atime, ok := in.GetATime(); ok {
+		a.Atime = &atime
+	}
+	if uid, ok := in.GetUID(); ok {
+		u := int64(uid)
+		a.Uid = &u
+	}
+	if gid, ok := in.GetGID(); ok {
+		g := int64(gid)
+		a.Gid = &g
+	}
+	var at tree.Attr
+	if errno := n.m.t.SetAttr(n.m.ctx, e, !byHandle, size, a, &at); errno != 0 {
+		return errno
+	}
+	fillAttr(at, &out.Attr)
+	return 0
 }
 
 var _ = (fs.NodeStatfser)((*node)(nil))
 
 // Statfs reports the vault's quota as capacity.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return n.m.statfs(n.m.ctx, out)
+	st, errno := n.m.t.Statfs(n.m.ctx)
+	if errno != 0 {
+		return errno
+	}
+	out.Bsize, out.Frsize, out.NameLen = tree.BlockSize, tree.BlockSize, vault.MaxNameLen
+	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bfree
+	out.Files, out.Ffree = st.Files, st.Ffree
+	return 0
 }
 
 // dirNode is a directory node.
 type dirNode struct{ node }
 
 // child renders e into a reply and returns its kernel node.
-func (d *dirNode) child(ctx context.Context, e *entry, out *fuse.EntryOut) *fs.Inode {
-	d.m.mu.Lock()
-	d.m.fillAttr(e, &out.Attr)
-	d.m.mu.Unlock()
+func (d *dirNode) child(ctx context.Context, e *tree.Entry, out *fuse.EntryOut) *fs.Inode {
+	fillAttr(d.m.t.Stat(e), &out.Attr)
 	ops, id := d.m.newNode(e)
 	return d.NewInode(ctx, ops, id)
 }
 
 // self returns the directory's entry, or errGone once it is gone.
-func (d *dirNode) self() (*entry, syscall.Errno) {
-	e := d.m.entry(d.ino)
+func (d *dirNode) self() (*tree.Entry, syscall.Errno) {
+	e := d.m.t.Node(d.ino)
 	if e == nil {
 		return nil, errGone
 	}
@@ -117,7 +182,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if name == d.m.panicOn && name != "" {
 		panic("injected fault: lookup of " + name)
 	}
-	e, errno := d.m.lookup(d.m.ctx, de, name)
+	e, errno := d.m.t.Lookup(d.m.ctx, de, name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -141,27 +206,17 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	if errno := d.m.load(d.m.ctx, de); errno != 0 {
+	parent, ents, errno := d.m.t.List(d.m.ctx, de)
+	if errno != 0 {
 		return nil, 0, errno
 	}
-	m := d.m
-	m.mu.Lock()
-	if de.children == nil {
-		m.mu.Unlock()
-		return nil, 0, syscall.ESTALE
-	}
-	parent := de.ino
-	if de.parent != nil {
-		parent = de.parent.ino
-	}
-	list := make([]fuse.DirEntry, 0, len(de.children)+2)
+	list := make([]fuse.DirEntry, 0, len(ents)+2)
 	list = append(list,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: de.ino, Off: 1},
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: de.Ino(), Off: 1},
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent, Off: 2})
-	for name, c := range de.children {
-		list = append(list, fuse.DirEntry{Name: name, Mode: typeBits(c.kind), Ino: c.ino, Off: c.ino + 2})
+	for _, c := range ents {
+		list = append(list, fuse.DirEntry{Name: c.Name, Mode: tree.TypeBits(c.Kind), Ino: c.Ino, Off: c.Ino + 2})
 	}
-	m.mu.Unlock()
 	sort.Slice(list[2:], func(i, j int) bool { return list[2+i].Off < list[2+j].Off })
 	return &dirStream{list: list}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
@@ -200,18 +255,7 @@ var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 // Fsync on a directory commits the queued changes of the tree (creates,
 // removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	return d.m.fsyncQueue()
-}
-
-// fsyncQueue commits the queued changes.
-func (m *Mount) fsyncQueue() syscall.Errno {
-	m.nsMu.RLock()
-	err := m.flushHeld(m.ctx)
-	m.nsMu.RUnlock()
-	if err != nil {
-		return m.errno("fsync", "", err)
-	}
-	return 0
+	return d.m.t.CommitQueue(d.m.ctx)
 }
 
 var _ = (fs.NodeMkdirer)((*dirNode)(nil))
@@ -219,7 +263,7 @@ var _ = (fs.NodeMkdirer)((*dirNode)(nil))
 // Mkdir creates a directory.
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	uid, gid := d.m.creator(ctx)
-	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindDir, perm: mode & 0o7777, uid: uid, gid: gid})
+	e, errno := d.m.t.Create(d.m.ctx, d.ino, name, tree.Spec{Kind: vault.KindDir, Perm: mode, Uid: uid, Gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -230,13 +274,21 @@ var _ = (fs.NodeCreater)((*dirNode)(nil))
 
 // Create creates a regular file and opens it.
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if d.m.ro {
+		return nil, nil, 0, syscall.EROFS
+	}
 	uid, gid := d.m.creator(ctx)
-	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindFile, perm: mode & 0o7777, uid: uid, gid: gid})
+	e, errno := d.m.t.Create(d.m.ctx, d.ino, name, tree.Spec{Kind: vault.KindFile, Perm: mode, Uid: uid, Gid: gid})
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
 	in := d.child(ctx, e, out)
-	h, fl := d.m.open(e, in, flags)
+	d.m.track(in)
+	f, keep, errno := d.m.t.Open(d.m.ctx, e, flags&^syscall.O_TRUNC)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	h, fl := d.m.handle(f, keep, flags)
 	return in, h, fl, 0
 }
 
@@ -248,19 +300,15 @@ var _ = (fs.NodeTmpfiler)((*dirNode)(nil))
 // leaves nothing.
 func (d *dirNode) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	uid, gid := d.m.creator(ctx)
-	e, errno := d.m.tmpfile(d.m.ctx, d.ino, mode&0o7777, uid, gid)
+	e, f, errno := d.m.t.Tmpfile(d.m.ctx, d.ino, mode, uid, gid)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	d.m.mu.Lock()
-	d.m.fillAttr(e, &out.Attr)
-	d.m.mu.Unlock()
+	fillAttr(d.m.t.Stat(e), &out.Attr)
 	ops, id := d.m.newNode(e)
 	in := d.NewInode(ctx, ops, id)
-	h, fl := d.m.open(e, in, flags)
-	h.d.mu.Lock()
-	h.d.orphan, h.d.orphanData = true, []byte{} // its writes stay in memory until a link
-	h.d.mu.Unlock()
+	d.m.track(in)
+	h, fl := d.m.handle(f, true, flags)
 	return in, h, fl, 0
 }
 
@@ -269,12 +317,12 @@ var _ = (fs.NodeMknoder)((*dirNode)(nil))
 // Mknod creates a regular file, fifo, socket or device node. The kernel
 // has checked that the caller may make a device node (CAP_MKNOD).
 func (d *dirNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	kind, ok := kindOf(mode)
+	kind, ok := tree.KindOf(mode)
 	if !ok {
 		return nil, syscall.EINVAL
 	}
 	uid, gid := d.m.creator(ctx)
-	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: kind, perm: mode & 0o7777, rdev: uint64(dev), uid: uid, gid: gid})
+	e, errno := d.m.t.Create(d.m.ctx, d.ino, name, tree.Spec{Kind: kind, Perm: mode, Rdev: uint64(dev), Uid: uid, Gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -286,7 +334,7 @@ var _ = (fs.NodeSymlinker)((*dirNode)(nil))
 // Symlink creates a symbolic link.
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	uid, gid := d.m.creator(ctx)
-	e, errno := d.m.create(d.m.ctx, d.ino, name, newSpec{kind: vault.KindSymlink, perm: 0o777, target: target, uid: uid, gid: gid})
+	e, errno := d.m.t.Create(d.m.ctx, d.ino, name, tree.Spec{Kind: vault.KindSymlink, Perm: 0o777, Target: target, Uid: uid, Gid: gid})
 	if errno != 0 {
 		return nil, errno
 	}
@@ -297,7 +345,7 @@ var _ = (fs.NodeLinker)((*dirNode)(nil))
 
 // Link makes name another name of target (a hard link).
 func (d *dirNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	e, errno := d.m.link(d.m.ctx, target.EmbeddedInode().StableAttr().Ino, d.ino, name)
+	e, errno := d.m.t.Link(d.m.ctx, target.EmbeddedInode().StableAttr().Ino, d.ino, name)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -308,14 +356,14 @@ var _ = (fs.NodeUnlinker)((*dirNode)(nil))
 
 // Unlink removes a file or symlink.
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
-	return d.m.remove(d.m.ctx, d.ino, name, false)
+	return d.m.t.Remove(d.m.ctx, d.ino, name, false)
 }
 
 var _ = (fs.NodeRmdirer)((*dirNode)(nil))
 
 // Rmdir removes an empty directory.
 func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return d.m.remove(d.m.ctx, d.ino, name, true)
+	return d.m.t.Remove(d.m.ctx, d.ino, name, true)
 }
 
 var _ = (fs.NodeRenamer)((*dirNode)(nil))
@@ -327,7 +375,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fs.InodeEmb
 	if !ok {
 		return syscall.EXDEV
 	}
-	return d.m.rename(d.m.ctx, d.ino, name, nd.ino, newName, flags)
+	return d.m.t.Rename(d.m.ctx, d.ino, name, nd.ino, newName, flags)
 }
 
 // linkNode is a symbolic link node.
@@ -335,44 +383,66 @@ type linkNode struct{ node }
 
 var _ = (fs.NodeReadlinker)((*linkNode)(nil))
 
-// Readlink returns the target from the entry cache.
+// Readlink returns the target from the tree.
 func (l *linkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	e := l.m.entry(l.ino)
+	e := l.m.t.Node(l.ino)
 	if e == nil {
 		return nil, errGone
 	}
-	l.m.mu.Lock()
-	defer l.m.mu.Unlock()
-	return []byte(e.target), 0
+	return []byte(l.m.t.Readlink(e)), 0
 }
 
 // fileNode is a regular file node.
 type fileNode struct{ node }
 
-// handle is one open file description. It pins the entry and content
-// state it was opened on, so a handle that outlives Invalidate fails
-// with ESTALE instead of reaching whatever now has its path.
+var _ = (fs.NodeOnForgetter)((*fileNode)(nil))
+
+// OnForget drops the node from the ones the tree's notifications reach.
+func (f *fileNode) OnForget() { f.m.untrack(f.EmbeddedInode()) }
+
+// handle is one open file description.
 type handle struct {
-	e *entry
-	d *fileData
+	f *tree.File
 }
 
-// open registers a new handle on e. Read-only handles ask for no FLUSH,
+// backedHandle is a handle with a backing file: go-fuse registers it
+// with the kernel (FilePassthroughFder), which then serves its reads
+// from that file (FOPEN_PASSTHROUGH).
+type backedHandle struct{ handle }
+
+var _ = (fs.FilePassthroughFder)((*backedHandle)(nil))
+
+// PassthroughFd is the backing file's descriptor, valid until Release.
+func (h *backedHandle) PassthroughFd() (int, bool) {
+	return int(h.f.Backing().Fd()), true
+}
+
+// handleOf is the handle behind fh, of either kind.
+func handleOf(fh fs.FileHandle) (*handle, bool) {
+	switch h := fh.(type) {
+	case *handle:
+		return h, true
+	case *backedHandle:
+		return &h.handle, true
+	}
+	return nil, false
+}
+
+// handle wraps f for the kernel. Read-only handles ask for no FLUSH,
 // which saves a round trip per close; every handle keeps the page cache
 // unless a failed commit or Invalidate made it wrong.
-func (m *Mount) open(e *entry, in *fs.Inode, flags uint32) (*handle, uint32) {
-	d := m.acquire(e, in)
-	fl := uint32(fuse.FOPEN_KEEP_CACHE)
-	m.mu.Lock()
-	if e.dropCache {
-		e.dropCache = false
-		fl = 0
+func (m *Mount) handle(f *tree.File, keep bool, flags uint32) (fs.FileHandle, uint32) {
+	var fl uint32
+	if keep {
+		fl |= fuse.FOPEN_KEEP_CACHE
 	}
-	m.mu.Unlock()
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0 {
 		fl |= fuse.FOPEN_NOFLUSH
 	}
-	return &handle{e: e, d: d}, fl
+	if f.Backing() != nil {
+		return &backedHandle{handle{f: f}}, fl
+	}
+	return &handle{f: f}, fl
 }
 
 var _ = (fs.NodeOpener)((*fileNode)(nil))
@@ -381,20 +451,16 @@ var _ = (fs.NodeOpener)((*fileNode)(nil))
 // buffered with the writes that follow.
 func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	m := f.m
-	if m.ro && (flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0) {
-		return nil, 0, syscall.EROFS
-	}
-	e := m.entry(f.ino)
+	e := m.t.Node(f.ino)
 	if e == nil {
 		return nil, 0, errGone
 	}
-	h, fl := m.open(e, f.EmbeddedInode(), flags)
-	if flags&syscall.O_TRUNC != 0 {
-		if errno := m.truncate(m.ctx, e, f.EmbeddedInode(), 0, false); errno != 0 {
-			m.release(e, h.d)
-			return nil, 0, errno
-		}
+	m.track(f.EmbeddedInode())
+	tf, keep, errno := m.t.Open(m.ctx, e, flags)
+	if errno != 0 {
+		return nil, 0, errno
 	}
+	h, fl := m.handle(tf, keep, flags)
 	return h, fl, 0
 }
 
@@ -402,11 +468,11 @@ var _ = (fs.NodeReader)((*fileNode)(nil))
 
 // Read serves buffered writes from memory and the rest from the vault.
 func (f *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h, ok := fh.(*handle)
+	h, ok := handleOf(fh)
 	if !ok {
 		return nil, syscall.EBADF
 	}
-	n, errno := f.m.read(f.m.ctx, h, dest, off)
+	n, errno := f.m.t.Read(f.m.ctx, h.f, dest, off)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -417,11 +483,11 @@ var _ = (fs.NodeWriter)((*fileNode)(nil))
 
 // Write buffers data; it reaches the vault at flush, fsync or close.
 func (f *fileNode) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	h, ok := fh.(*handle)
+	h, ok := handleOf(fh)
 	if !ok {
 		return 0, syscall.EBADF
 	}
-	if errno := f.m.write(f.m.ctx, h, data, off); errno != 0 {
+	if errno := f.m.t.Write(f.m.ctx, h.f, data, off); errno != 0 {
 		return 0, errno
 	}
 	return uint32(len(data)), 0
@@ -431,34 +497,25 @@ var _ = (fs.NodeFlusher)((*fileNode)(nil))
 
 // Flush commits the file's buffered writes: close(2) reports a failed
 // commit, quota errors included. In a vault without quotas, which cannot
-// refuse them, they are queued instead (Mount.commitLater).
+// refuse them, they are queued instead (tree.Tree.Flush).
 func (f *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	if h, ok := fh.(*handle); ok && f.m.commitLater(h.e) {
+	h, ok := handleOf(fh)
+	if !ok {
 		return 0
 	}
-	return f.sync(fh)
+	return f.m.t.Flush(f.m.ctx, h.f)
 }
 
 var _ = (fs.NodeFsyncer)((*fileNode)(nil))
 
 // Fsync commits the file's buffered writes, and the queue, where a close
-// may have left its content (Mount.commitLater).
+// may have left its content.
 func (f *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	if errno := f.sync(fh); errno != 0 {
-		return errno
-	}
-	return f.m.fsyncQueue()
-}
-
-func (f *fileNode) sync(fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
+	h, ok := handleOf(fh)
 	if !ok {
-		return 0
+		return f.m.t.CommitQueue(f.m.ctx)
 	}
-	if err := f.m.commit(f.m.ctx, h.e); err != nil {
-		return f.m.errno("flush", "", err)
-	}
-	return 0
+	return f.m.t.Fsync(f.m.ctx, h.f)
 }
 
 var _ = (fs.NodeReleaser)((*fileNode)(nil))
@@ -466,20 +523,9 @@ var _ = (fs.NodeReleaser)((*fileNode)(nil))
 // Release commits what is still buffered when the last handle closes
 // (writes through a shared mapping can arrive after the last flush).
 func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
-	h, ok := fh.(*handle)
-	if !ok {
-		return 0
+	if h, ok := handleOf(fh); ok {
+		f.m.t.Release(f.m.ctx, h.f)
 	}
-	m := f.m
-	m.mu.Lock()
-	last := h.d.opens == 1
-	m.mu.Unlock()
-	if last && !m.commitLater(h.e) {
-		if err := m.commit(m.ctx, h.e); err != nil {
-			m.log.Warn("commit on release failed: buffered writes dropped", keyErr, err)
-		}
-	}
-	m.release(h.e, h.d)
 	return 0
 }
 
@@ -500,13 +546,8 @@ func (f *fileNode) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, s
 	if e == nil {
 		return errGone
 	}
-	f.m.mu.Lock()
-	cur := e.size
-	f.m.mu.Unlock()
-	if end := int64(off + size); end > cur {
-		return f.m.truncate(f.m.ctx, e, f.EmbeddedInode(), end, fh == nil)
-	}
-	return 0
+	f.m.track(f.EmbeddedInode())
+	return f.m.t.Extend(f.m.ctx, e, int64(off+size), fh == nil)
 }
 
 // maxCopy bounds one copy_file_range request; the caller loops for more.
@@ -519,17 +560,17 @@ var _ = (fs.NodeCopyFileRanger)((*fileNode)(nil))
 // fallback a READ and a WRITE round trip per 128 KiB (cargo copies every
 // artifact it cannot hard-link).
 func (f *fileNode) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, n uint64, flags uint64) (uint32, syscall.Errno) {
-	in, ok := fhIn.(*handle)
-	dst, ok2 := fhOut.(*handle)
+	in, ok := handleOf(fhIn)
+	dst, ok2 := handleOf(fhOut)
 	if !ok || !ok2 || flags != 0 {
 		return 0, syscall.EINVAL
 	}
 	buf := make([]byte, min(n, maxCopy))
-	got, errno := f.m.read(f.m.ctx, in, buf, int64(offIn))
+	got, errno := f.m.t.Read(f.m.ctx, in.f, buf, int64(offIn))
 	if errno != 0 || got == 0 {
 		return 0, errno
 	}
-	if errno := f.m.write(f.m.ctx, dst, buf[:got], int64(offOut)); errno != 0 {
+	if errno := f.m.t.Write(f.m.ctx, dst.f, buf[:got], int64(offOut)); errno != 0 {
 		return 0, errno
 	}
 	return uint32(got), 0
@@ -541,7 +582,6 @@ var _ = (fs.NodeLseeker)((*fileNode)(nil))
 // that cp --sparse and tar -S skip holes instead of reading zeros. A file
 // with buffered changes is all data until they are committed.
 func (f *fileNode) Lseek(ctx context.Context, fh fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
-	m := f.m
 	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
 		return 0, syscall.EINVAL // the kernel seeks the others itself
 	}
@@ -549,30 +589,6 @@ func (f *fileNode) Lseek(ctx context.Context, fh fs.FileHandle, off uint64, when
 	if e == nil {
 		return 0, errGone
 	}
-	m.mu.Lock()
-	size, dirty := e.size, e.data != nil && e.data.dirty
-	m.mu.Unlock()
-	if int64(off) >= size {
-		return 0, syscall.ENXIO
-	}
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	p, errno := m.path(e)
-	if dirty || errno != 0 {
-		if whence == unix.SEEK_DATA {
-			return off, 0
-		}
-		return uint64(size), 0
-	}
-	if err := m.flushHeld(m.ctx); err != nil {
-		return 0, m.errno("lseek", p, err)
-	}
-	at, ok, err := m.v.Seek(m.ctx, p, int64(off), whence == unix.SEEK_HOLE)
-	switch {
-	case err != nil:
-		return 0, m.errno("lseek", p, err)
-	case !ok:
-		return 0, syscall.ENXIO
-	}
-	return uint64(at), 0
+	at, errno := f.m.t.Seek(f.m.ctx, e, int64(off), whence == unix.SEEK_HOLE)
+	return uint64(at), errno
 }

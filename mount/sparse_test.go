@@ -153,7 +153,7 @@ func TestBufferedWritesBounded(t *testing.T) {
 		}
 		fds = append(fds, fd)
 	}
-	if got := m.buffered.Load(); got > 5<<20 {
+	if got := m.t.Buffered(); got > 5<<20 {
 		t.Fatalf("%d bytes buffered in six open files, want at most about 4 MiB", got)
 	}
 	committed := 0

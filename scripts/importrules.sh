@@ -14,7 +14,7 @@ rules=(
   "config:"
   "telemetry:"
   # mount: the go-fuse nodes over vault, and its kernel-free tree package(s).
-  "mount:vault,mount/..."
+  "mount:vault,mount/tree"
   "mount/tree:vault"
   "owners:messages"
   "embedded:messages"

@@ -21,6 +21,11 @@
 #   MOUNTBENCH_MOUNT_FLAGS  flags for `avfs mount` (default --queue-closes, as
 #                      exec's mounts; set it empty for a mount that commits
 #                      each file before close returns)
+#   MOUNTBENCH_STEPS   the warm workloads to run before the cold read, e.g.
+#                      "step_cp" for reads only (default: all of them)
+#   MOUNTBENCH_SEQ_MB  size of the sequential-read file in MiB (default 1024;
+#                      0 skips the sequential read)
+#   MOUNTBENCH_EXEC    0 skips the exec-of-true measure (default 1)
 #   BENCH_TMP          where the temporary trees and the vault store go
 #                      (default $TMPDIR or /tmp; native and mount share it)
 #
@@ -393,7 +398,7 @@ echo "tools:   $(go version | cut -d' ' -f3), $(git --version), $([ "$have_cargo
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at start"
 echo "work:    $work (native trees and the vault store share this file system):"
 df -T "$work" | sed 's/^/         /'
-echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS)"
+echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS); mount.passthrough ${AVFS_MOUNT_PASSTHROUGH:-false} (AVFS_MOUNT_PASSTHROUGH)"
 echo "tree:    $nfiles files, $tree_bytes bytes, in 100 directories (plus 11 parents)"
 if [ "$can_drop" = 1 ]; then
 	echo "cold:    page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each cold read, both sides;"
@@ -493,6 +498,8 @@ for r in $(seq "$reps"); do
 	if (( r % 2 )); then order=(native mount); else order=(mount native); fi
 	steps=(step_cp step_git step_status step_find step_go step_write500 step_flatcopy)
 	[ "$have_cargo" = 0 ] || steps+=(step_cargo)
+	# shellcheck disable=SC2206 # a list of step names
+	[ -z "${MOUNTBENCH_STEPS:-}" ] || steps=($MOUNTBENCH_STEPS)
 	for step in "${steps[@]}"; do
 		for side in "${order[@]}"; do
 			if [ "$side" = native ]; then "$step" native "$nd"; else "$step" mount "$md"; fi
@@ -524,6 +531,42 @@ for r in $(seq "$reps"); do
 	echo "run $r:   done at $(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))s, load $(cut -d' ' -f1 /proc/loadavg)"
 done
 
+# ---- sequential read of one large file ------------------------------------
+
+# One file of MOUNTBENCH_SEQ_MB MiB of random bytes, copied to both sides
+# untimed, then read with cat after the page cache was dropped (the mount
+# side after a remount, as the cold read). The mount side reads twice:
+# the first read after the copy, then again after another remount (with
+# mount.passthrough the first one fills the content cache).
+seq_mb=${MOUNTBENCH_SEQ_MB:-1024}
+if [ "$seq_mb" -gt 0 ]; then
+	dd if=/dev/urandom of="$work/big" bs=1M count="$seq_mb" status=none
+	mkdir -p "$work/native/seq"
+	cp "$work/big" "$work/native/seq/big"
+	"$avfs" --home "$home" vault create seqv --json >/dev/null
+	mount_vault seqv
+	cp "$work/big" "$mnt/big"
+	unmount_vault
+	drop_caches
+	mount_vault seqv
+	timed "$mnt" "cat big >/dev/null"
+	record mount seqfirst "$T"
+	# Then both sides in turn, so that both see the same disk (a file
+	# just written may still be being flushed below the guest).
+	for i in 1 2 3; do
+		unmount_vault
+		drop_caches
+		timed "$work/native/seq" "cat big >/dev/null"
+		record native seq "$T"
+		drop_caches
+		mount_vault seqv
+		timed "$mnt" "cat big >/dev/null"
+		record mount seq "$T"
+	done
+	unmount_vault
+	rm -rf "$work/native/seq" "$work/big"
+fi
+
 # ---- exec overhead (DESIGN.md §7) ----------------------------------------
 
 # Every `avfs exec` here is its own process. Three ways, interleaved:
@@ -543,10 +586,13 @@ exec_once() { # exec_once ENVVAR=VALUE...: one timed exec; sets T, checks it com
 	T=$(( t1 - t0 ))
 	grep -q '"status":"completed"' "$work/env.json" || { echo "mountbench: exec true did not complete:" >&2; cat "$work/env.json" >&2; exit 1; }
 }
-warm_tools
-exec_once AVFS_EXEC_KEEPER=true
 true_t=() ver_t=() exec_t=() one_t=() dur_ms=() pre_t=()
 exec_reps=${MOUNTBENCH_EXEC_REPS:-7}
+[ "${MOUNTBENCH_EXEC:-1}" != 0 ] || exec_reps=0
+if [ "$exec_reps" != 0 ]; then
+	warm_tools
+	exec_once AVFS_EXEC_KEEPER=true
+fi
 for i in $(seq "$exec_reps"); do
 	t0=${EPOCHREALTIME/./}
 	/bin/true
@@ -570,8 +616,11 @@ for i in $(seq "$exec_reps"); do
 done
 "$avfs" --home "$home" keeper stop --json >/dev/null
 
+serve_t=()
+if [ "$exec_reps" != 0 ]; then
 # With `avfs serve` on the home (it would have stopped a keeper itself).
-serve_t=() serve_pid=
+serve_pid=
+fi
 "$avfs" --home "$home" serve --json >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 for i in $(seq 400); do
@@ -597,7 +646,7 @@ serve_pid=
 # in an already-mounted vault, through the handler. MOUNTBENCH_INPROC=0
 # skips it (it compiles runner's tests first).
 inproc=
-if [ "${MOUNTBENCH_INPROC:-1}" = 1 ]; then
+if [ "${MOUNTBENCH_INPROC:-1}" = 1 ] && [ "$exec_reps" != 0 ]; then
 	# shellcheck disable=SC2086 # host_goenv is a list of assignments
 	inproc=$(cd "$root" && env $host_goenv go test -run '^$' -bench '^(BenchmarkExecTrue|BenchmarkOSExecTrue)$' -benchtime 100x -count 1 ./runner/ 2>&1 |
 		awk '/^Benchmark/ { sub(/-[0-9]+$/, "", $1); printf "%s %.2f\n", $1, $3 / 1e6 }') || true
@@ -668,6 +717,31 @@ elif [ "${MOUNTBENCH_COUNT:-1}" = 1 ] && [ "$reps" != 0 ]; then
 	echo "FUSE requests: not counted (no fuse:fuse_request_send tracepoint here)"
 fi
 
+if [ -n "${res[native/seq]:-}" ]; then
+	# shellcheck disable=SC2086
+	sn=$(median ${res[native/seq]}) sf=$(median ${res[mount/seqfirst]}) sm=$(median ${res[mount/seq]})
+	mibs() { awk -v u="$1" -v mb="$seq_mb" 'BEGIN { printf "%.0f", mb / (u / 1e6) }'; }
+	echo
+	echo "sequential read of a ${seq_mb} MiB file (cat, page cache dropped; medians of 3, in turns):"
+	printf "$fmt" "read" "s" "MiB/s" "of native"
+	printf "$fmt" "---" "---:" "---:" "---:"
+	printf "$fmt" "native" "$(sec "$sn")" "$(mibs "$sn")" "100%"
+	printf "$fmt" "mount, first read after the copy" "$(sec "$sf")" "$(mibs "$sf")" "$(awk -v a="$sn" -v b="$sf" 'BEGIN { printf "%.0f%%", 100 * a / b }')"
+	printf "$fmt" "mount, after remounts (in turns with native)" "$(sec "$sm")" "$(mibs "$sm")" "$(awk -v a="$sn" -v b="$sm" 'BEGIN { printf "%.0f%%", 100 * a / b }')"
+fi
+
+if [ "$exec_reps" = 0 ]; then
+	echo
+	echo "exec of \`true\`: skipped (MOUNTBENCH_EXEC=0)"
+	echo "raw (µs, in run order):"
+	for w in "${names[@]}" seq seqfirst; do
+		[ -n "${res[native/$w]:-}${res[mount/$w]:-}" ] || continue
+		echo "  $w: native ${res[native/$w]:-}| mount ${res[mount/$w]:-}"
+	done
+	echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) at end; total $(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))s"
+	exit 0
+fi
+
 echo
 echo "exec of \`true\` (DESIGN.md §7), medians of $exec_reps, interleaved; every avfs call is a new process:"
 fmt2='| %-66s | %9s |\n'
@@ -699,6 +773,10 @@ echo "raw (µs, in run order):"
 for w in "${names[@]}"; do
 	[ -n "${res[native/$w]:-}" ] || continue
 	echo "  $w: native ${res[native/$w]}| mount ${res[mount/$w]}"
+done
+for w in seq seqfirst; do
+	[ -n "${res[native/$w]:-}${res[mount/$w]:-}" ] || continue
+	echo "  $w: native ${res[native/$w]:-}| mount ${res[mount/$w]:-}"
 done
 echo "  exec: true ${true_t[*]} | version ${ver_t[*]} | keeper ${exec_t[*]} | to start ${pre_t[*]} | duration_ms ${dur_ms[*]} | oneshot ${one_t[*]} | serve ${serve_t[*]:-}"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) at end; total $(( (${EPOCHREALTIME/./} - script_t0) / 1000000 ))s"

@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestFileDataModel(t *testing.T) {
 	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		committed := pattern(r.IntN(3000))
-		d := newFileData(&entry{size: int64(len(committed))})
+		d := newFileData(&Entry{size: int64(len(committed))})
 		model := slices.Clone(committed)
 		fetch := func(buf []byte, off int64) (int, error) {
 			if off+int64(len(buf)) > d.base {

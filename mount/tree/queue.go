@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type change struct {
 	kind     vault.Kind
 	uid, gid uint32 // the creator
 	ino      uint64
-	e        *entry
+	e        *Entry
 	// data is a new file's first content, closed before its create was
 	// committed: the create makes the file with it.
 	data []byte
@@ -134,49 +134,49 @@ func (e *queuedError) Error() string { return "queued changes: " + e.err.Error()
 func (e *queuedError) Unwrap() error { return e.err }
 
 // enqueue adds op, to be committed with the next transaction or after
-// m.flushDelay. Caller holds m.nsMu exclusively.
-func (m *Mount) enqueue(op change) {
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	m.q.ops = append(m.q.ops, op)
-	if m.q.timer == nil {
-		m.q.timer = time.AfterFunc(m.flushDelay, m.flushLater)
+// t.flushDelay. Caller holds t.nsMu exclusively.
+func (t *Tree) enqueue(op change) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	t.q.ops = append(t.q.ops, op)
+	if t.q.timer == nil {
+		t.q.timer = time.AfterFunc(t.flushDelay, t.flushLater)
 	}
 }
 
-// flushLater commits the queue from the timer. It holds no m.nsMu: the
+// flushLater commits the queue from the timer. It holds no t.nsMu: the
 // queued changes carry their paths, and the mount's tree may move on
 // while they commit.
-func (m *Mount) flushLater() {
-	m.q.mu.Lock()
-	m.q.timer = nil
-	m.q.mu.Unlock()
-	if err := m.flushHeld(m.ctx); err != nil {
-		m.log.Warn("commit queued changes", keyErr, err)
+func (t *Tree) flushLater() {
+	t.q.mu.Lock()
+	t.q.timer = nil
+	t.q.mu.Unlock()
+	if err := t.flushHeld(t.ctx); err != nil {
+		t.log.Warn("commit queued changes", keyErr, err)
 	}
 }
 
 // flushHeld commits the queued changes, and waits for a commit of
 // earlier ones in flight, before a vault read that must see them. A
-// caller that then reads by path holds m.nsMu.
-func (m *Mount) flushHeld(ctx context.Context) error {
-	m.q.mu.Lock()
-	n := len(m.q.ops)
-	m.q.mu.Unlock()
+// caller that then reads by path holds t.nsMu.
+func (t *Tree) flushHeld(ctx context.Context) error {
+	t.q.mu.Lock()
+	n := len(t.q.ops)
+	t.q.mu.Unlock()
 	if n == 0 {
 		// Nothing queued, but the timer's commit may hold changes
 		// the mount has already answered: wait for it. If it failed,
 		// it put them back: commit them here, and report the error.
-		m.q.tx.Lock()
-		m.q.mu.Lock()
-		n = len(m.q.ops)
-		m.q.mu.Unlock()
-		m.q.tx.Unlock()
+		t.q.tx.Lock()
+		t.q.mu.Lock()
+		n = len(t.q.ops)
+		t.q.mu.Unlock()
+		t.q.tx.Unlock()
 		if n == 0 {
 			return nil
 		}
 	}
-	return m.update(ctx, func(*vault.Tx) error { return nil })
+	return t.update(ctx, func(*vault.Tx) error { return nil })
 }
 
 // flushForRead is flushHeld for a read of file content or of a
@@ -184,16 +184,16 @@ func (m *Mount) flushHeld(ctx context.Context) error {
 // Otherwise a cold read of many files would commit the previous file's
 // atime before each read, a write transaction per file. A commit in
 // flight is still waited for: it may hold a rename the read must see.
-func (m *Mount) flushForRead(ctx context.Context) error {
-	m.q.tx.Lock()
-	m.q.mu.Lock()
-	only := onlyAtimes(m.q.ops)
-	m.q.mu.Unlock()
-	m.q.tx.Unlock()
+func (t *Tree) flushForRead(ctx context.Context) error {
+	t.q.tx.Lock()
+	t.q.mu.Lock()
+	only := onlyAtimes(t.q.ops)
+	t.q.mu.Unlock()
+	t.q.tx.Unlock()
 	if only {
 		return nil
 	}
-	return m.flushHeld(ctx)
+	return t.flushHeld(ctx)
 }
 
 // onlyAtimes reports whether ops set access times and nothing else.
@@ -208,18 +208,18 @@ func onlyAtimes(ops []change) bool {
 
 // dropQueue forgets the queued changes, for Invalidate: they were made
 // against a tree the vault no longer has.
-func (m *Mount) dropQueue() {
-	m.q.tx.Lock()
-	defer m.q.tx.Unlock()
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	if len(m.q.ops) > 0 {
-		m.log.Warn("vault changed behind the mount before its queued changes were synced: dropped them", keyChanges, len(m.q.ops))
+func (t *Tree) dropQueue() {
+	t.q.tx.Lock()
+	defer t.q.tx.Unlock()
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	if len(t.q.ops) > 0 {
+		t.log.Warn("vault changed behind the mount before its queued changes were synced: dropped them", keyChanges, len(t.q.ops))
 	}
-	m.q.ops = nil
-	if m.q.timer != nil {
-		m.q.timer.Stop()
-		m.q.timer = nil
+	t.q.ops = nil
+	if t.q.timer != nil {
+		t.q.timer.Stop()
+		t.q.timer = nil
 	}
 }
 
@@ -228,15 +228,15 @@ func (m *Mount) dropQueue() {
 // If the vault refuses them, the mount's copy of the tree no longer
 // matches the vault: the error is logged, the caches are dropped, and fn
 // runs alone.
-func (m *Mount) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
-	return m.updateFresh(ctx, fresh{}, func(tx *vault.Tx, _ time.Time) error { return fn(tx) })
+func (t *Tree) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
+	return t.updateFresh(ctx, fresh{}, func(tx *vault.Tx, _ time.Time) error { return fn(tx) })
 }
 
 // fresh is the whole first content of a new file: if the file's create
 // is still queued, the transaction creates it with this content, one
 // vault write instead of a create and a write that walk the path twice.
 type fresh struct {
-	e    *entry
+	e    *Entry
 	data []byte
 }
 
@@ -250,7 +250,7 @@ func (e *freshError) Unwrap() error { return e.err }
 
 // timesSetAfterCreate reports whether ops set the mtime of e's file after
 // queuing its create.
-func timesSetAfterCreate(ops []change, e *entry) bool {
+func timesSetAfterCreate(ops []change, e *Entry) bool {
 	path := ""
 	for _, op := range ops {
 		switch {
@@ -268,14 +268,14 @@ func timesSetAfterCreate(ops []change, e *entry) bool {
 // updateFresh is update, with f's create made with its content if it is
 // among the queued changes. fn learns the time of that create, or zero if
 // it did not happen that way (fn then writes the content itself).
-func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, wrote time.Time) error) error {
-	m.q.tx.Lock()
-	defer m.q.tx.Unlock()
-	m.q.mu.Lock()
-	ops := m.q.ops
-	m.q.ops = nil
-	low := m.q.inos.end-m.q.inos.next < inoLow
-	m.q.mu.Unlock()
+func (t *Tree) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, wrote time.Time) error) error {
+	t.q.tx.Lock()
+	defer t.q.tx.Unlock()
+	t.q.mu.Lock()
+	ops := t.q.ops
+	t.q.ops = nil
+	low := t.q.inos.end-t.q.inos.next < inoLow
+	t.q.mu.Unlock()
 	if f.e != nil && timesSetAfterCreate(ops, f.e) {
 		// The content would be committed before the times set after the
 		// create, and replace the mtime the write gave the file.
@@ -286,7 +286,7 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var err error
 	var seq int64
 	for {
-		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+		err = t.v.Update(ctx, t.meta, func(tx *vault.Tx) error {
 			reserved, seq = inoPool{}, tx.Seq()
 			var wrote time.Time
 			for _, op := range ops {
@@ -320,46 +320,46 @@ func (m *Mount) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, 
 	var qe *queuedError
 	switch {
 	case err == nil:
-		m.fol.mine(seq)
-		m.createdLocked(ops)
-		m.q.mu.Lock()
+		t.fol.mine(seq)
+		t.createdLocked(ops)
+		t.q.mu.Lock()
 		if reserved.end != 0 {
-			m.q.inos = reserved
+			t.q.inos = reserved
 		}
-		if len(m.q.ops) == 0 && m.q.timer != nil {
+		if len(t.q.ops) == 0 && t.q.timer != nil {
 			// Nothing left for the timer to commit.
-			m.q.timer.Stop()
-			m.q.timer = nil
+			t.q.timer.Stop()
+			t.q.timer = nil
 		}
-		m.q.mu.Unlock()
+		t.q.mu.Unlock()
 	case errors.As(err, &qe):
-		m.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
-		m.resync()
-		err = m.v.Update(ctx, m.meta, func(tx *vault.Tx) error {
+		t.log.Error("vault refused changes the mount had answered; resynchronising", keyErr, err)
+		t.resync()
+		err = t.v.Update(ctx, t.meta, func(tx *vault.Tx) error {
 			seq = tx.Seq()
 			return fn(tx, time.Time{})
 		})
 		if err == nil {
-			m.fol.mine(seq)
+			t.fol.mine(seq)
 		}
 	case len(ops) > 0:
-		m.q.mu.Lock()
-		m.q.ops = append(ops, m.q.ops...)
-		if fnFailed && m.q.timer == nil {
+		t.q.mu.Lock()
+		t.q.ops = append(ops, t.q.ops...)
+		if fnFailed && t.q.timer == nil {
 			// The queued changes are fine; only fn's work was
 			// refused (a quota): commit them soon on their own.
-			m.q.timer = time.AfterFunc(m.flushDelay, m.flushLater)
+			t.q.timer = time.AfterFunc(t.flushDelay, t.flushLater)
 		}
-		m.q.mu.Unlock()
+		t.q.mu.Unlock()
 	}
 	return err
 }
 
 // createdLocked records that the creates among ops are in the vault.
-// Caller holds m.q.tx.
-func (m *Mount) createdLocked(ops []change) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// Caller holds t.q.tx.
+func (t *Tree) createdLocked(ops []change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, op := range ops {
 		if op.op == opCreate {
 			op.e.queued = false
@@ -369,29 +369,29 @@ func (m *Mount) createdLocked(ops []change) {
 
 // takeIno hands out a reserved inode number for a queued create; ok is
 // false when none is left (the create then commits at once, and its
-// transaction reserves more). Caller holds m.nsMu exclusively.
-func (m *Mount) takeIno() (ino uint64, ok bool) {
-	m.q.mu.Lock()
-	defer m.q.mu.Unlock()
-	if m.q.inos.next >= m.q.inos.end {
+// transaction reserves more). Caller holds t.nsMu exclusively.
+func (t *Tree) takeIno() (ino uint64, ok bool) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	if t.q.inos.next >= t.q.inos.end {
 		return 0, false
 	}
-	ino = m.q.inos.next
-	m.q.inos.next++
+	ino = t.q.inos.next
+	t.q.inos.next++
 	return ino, true
 }
 
 // resync drops every cache in the background: the caller holds locks that
 // Invalidate needs.
-func (m *Mount) resync() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+func (t *Tree) resync() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
 		return
 	}
-	m.notifies.Add(1)
+	t.resyncs.Add(1)
 	go func() {
-		defer m.notifies.Done()
-		m.Invalidate()
+		defer t.resyncs.Done()
+		t.Invalidate()
 	}()
 }

@@ -1,10 +1,9 @@
-package mount
+package tree
 
 import (
+	"os"
 	"sort"
 	"sync"
-
-	"github.com/hanwen/go-fuse/v2/fs"
 )
 
 // extent is a run of buffered bytes written at off.
@@ -25,9 +24,10 @@ func (x *extent) end() int64 { return x.off + int64(len(x.data)) }
 // descriptors see each other's writes and a commit carries all of them.
 type fileData struct {
 	// Guarded by Mount.mu.
-	opens int       // open handles plus transient users (truncate by path)
-	shown bool      // the kernel got attributes that the next commit changes
-	inode *fs.Inode // the kernel's node, for cache notifications
+	opens int  // open handles plus transient users (truncate by path)
+	shown bool // the kernel got attributes that the next commit changes
+	// backed counts the Files with a backing file (passthrough).
+	backed int
 
 	// dirty is written with both mu and Mount.mu held, so either lock
 	// is enough to read it.
@@ -49,9 +49,14 @@ type fileData struct {
 	orphanData []byte
 
 	stale bool // dropped by Invalidate: every access fails
+
+	// While backed > 0: the content key of the backed Files' backing
+	// file, and that file. Guarded by mu.
+	backedKey   string
+	backingFile *os.File
 }
 
-func newFileData(e *entry) *fileData {
+func newFileData(e *Entry) *fileData {
 	return &fileData{size: e.size, base: e.size, vsize: e.size, vmtime: e.mtime, vctime: e.ctime}
 }
 

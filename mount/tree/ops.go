@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/avfs/avfs/vault"
-	"github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,47 +26,39 @@ type newSpec struct {
 	uid, gid uint32
 }
 
-// creator is the process a request comes from, who owns what it creates.
-func (m *Mount) creator(ctx context.Context) (uid, gid uint32) {
-	if c, ok := fuse.FromContext(ctx); ok {
-		return c.Uid, c.Gid
-	}
-	return m.uid, m.gid
-}
-
 // create makes a file, directory, symlink or special node called name in
 // directory dirIno. A file or directory is answered at once and queued,
 // with an inode number reserved in the vault, when nothing in the vault
 // can refuse it: a new file's create then rides on the commit of its
 // content.
-func (m *Mount) create(ctx context.Context, dirIno uint64, name string, ns newSpec) (*entry, syscall.Errno) {
-	if m.ro {
+func (t *Tree) create(ctx context.Context, dirIno uint64, name string, ns newSpec) (*Entry, syscall.Errno) {
+	if t.ro {
 		return nil, syscall.EROFS
 	}
 	if len(name) > vault.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
-	m.nsMu.Lock()
-	defer m.nsMu.Unlock()
-	d := m.entry(dirIno)
+	t.nsMu.Lock()
+	defer t.nsMu.Unlock()
+	d := t.entry(dirIno)
 	if d == nil {
 		return nil, errGone
 	}
-	dp, errno := m.path(d)
+	dp, errno := t.path(d)
 	if errno != 0 {
 		return nil, errno
 	}
 	p := childPath(dp, name)
 	kind := ns.kind
-	m.mu.Lock()
+	t.mu.Lock()
 	// What the vault gives the entry in a setgid directory (Tx.create).
 	mode, gid := vault.Inherit(vault.FileMode(d.mode), d.gid, kind, vault.FileMode(ns.perm), int64(ns.gid))
-	m.mu.Unlock()
-	if c, errno := m.createQueued(ctx, d, p, name, ns, mode, gid); errno != 0 || c != nil {
+	t.mu.Unlock()
+	if c, errno := t.createQueued(ctx, d, p, name, ns, mode, gid); errno != 0 || c != nil {
 		return c, errno
 	}
 	var st vault.Entry
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		return tx.AsOwner(ns.uid, ns.gid, func() error {
 			ino := tx.NextIno()
 			if err := createIn(tx, p, ns, vault.FileMode(ns.perm), nil); err != nil {
@@ -95,16 +85,16 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, ns newSp
 		})
 	})
 	if err != nil {
-		return nil, m.errno("create", p, err)
+		return nil, t.errno("create", p, err)
 	}
 	now := st.Ctime
 	c := newEntry(st)
 	if kind == vault.KindDir {
-		c.children = map[string]*entry{}
+		c.children = map[string]*Entry{}
 	}
-	m.mu.Lock()
-	m.addChildLocked(d, name, c, now)
-	m.mu.Unlock()
+	t.mu.Lock()
+	t.addChildLocked(d, name, c, now)
+	t.mu.Unlock()
 	return c, 0
 }
 
@@ -113,21 +103,21 @@ func (m *Mount) create(ctx context.Context, dirIno uint64, name string, ns newSp
 // no error when the create must be committed at once instead: a symlink,
 // a vault with a max_files quota (the one limit a create can break), a
 // name or path the vault should judge, or no reserved inode number left.
-// Caller holds m.nsMu exclusively.
-func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, ns newSpec, mode iofs.FileMode, gid int64) (*entry, syscall.Errno) {
+// Caller holds t.nsMu exclusively.
+func (t *Tree) createQueued(ctx context.Context, d *Entry, p, name string, ns newSpec, mode iofs.FileMode, gid int64) (*Entry, syscall.Errno) {
 	kind := ns.kind
-	if (kind != vault.KindFile && kind != vault.KindDir) || m.maxFiles.Load() || len(p) > vault.MaxTreePathLen ||
+	if (kind != vault.KindFile && kind != vault.KindDir) || t.maxFiles.Load() || len(p) > vault.MaxTreePathLen ||
 		len(name) > vault.MaxNameLen || vault.ValidName(name) != nil {
 		return nil, 0
 	}
-	switch _, errno := m.lookupHeld(ctx, d, name); errno {
+	switch _, errno := t.lookupHeld(ctx, d, name); errno {
 	case 0:
 		return nil, syscall.EEXIST
 	case syscall.ENOENT:
 	default:
 		return nil, errno
 	}
-	ino, ok := m.takeIno()
+	ino, ok := t.takeIno()
 	if !ok {
 		return nil, 0
 	}
@@ -140,13 +130,13 @@ func (m *Mount) createQueued(ctx context.Context, d *entry, p, name string, ns n
 	c := newEntry(st)
 	c.queued = true
 	if kind == vault.KindDir {
-		c.children = map[string]*entry{}
+		c.children = map[string]*Entry{}
 	}
 	perm := vault.FileMode(ns.perm)
-	m.enqueue(change{op: opCreate, from: p, kind: kind, mode: &perm, uid: ns.uid, gid: ns.gid, ino: ino, e: c, at: now})
-	m.mu.Lock()
-	m.addChildLocked(d, name, c, now)
-	m.mu.Unlock()
+	t.enqueue(change{op: opCreate, from: p, kind: kind, mode: &perm, uid: ns.uid, gid: ns.gid, ino: ino, e: c, at: now})
+	t.mu.Lock()
+	t.addChildLocked(d, name, c, now)
+	t.mu.Unlock()
 	return c, 0
 }
 
@@ -178,24 +168,24 @@ func createIn(tx *vault.Tx, p string, ns newSpec, mode iofs.FileMode, data []byt
 
 // remove unlinks name from directory dirIno: a directory only for rmdir,
 // anything else only for unlink.
-func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bool) syscall.Errno {
-	if m.ro {
+func (t *Tree) remove(ctx context.Context, dirIno uint64, name string, rmdir bool) syscall.Errno {
+	if t.ro {
 		return syscall.EROFS
 	}
-	m.nsMu.Lock()
-	defer m.nsMu.Unlock()
-	d := m.entry(dirIno)
+	t.nsMu.Lock()
+	defer t.nsMu.Unlock()
+	d := t.entry(dirIno)
 	if d == nil {
 		return errGone
 	}
-	c, errno := m.lookupHeld(ctx, d, name)
+	c, errno := t.lookupHeld(ctx, d, name)
 	if errno != 0 {
 		return errno
 	}
-	if errno := m.checkKind(ctx, c, rmdir); errno != 0 {
+	if errno := t.checkKind(ctx, c, rmdir); errno != 0 {
 		return errno
 	}
-	dp, errno := m.path(d)
+	dp, errno := t.path(d)
 	if errno != 0 {
 		return errno
 	}
@@ -203,23 +193,23 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 	// one its path is made of.
 	p := childPath(dp, name)
 	var o orphaning
-	if !m.otherNames(c) {
-		o = m.keepOpen(c)
+	if !t.otherNames(c) {
+		o = t.keepOpen(c)
 	}
 	if o.ready() {
 		now := time.Now()
-		m.enqueue(change{op: opRemove, from: p, rmdir: rmdir, at: now})
+		t.enqueue(change{op: opRemove, from: p, rmdir: rmdir, at: now})
 		o.done(true)
-		m.mu.Lock()
-		m.unlinkNameLocked(d, name, c, now)
+		t.mu.Lock()
+		t.unlinkNameLocked(d, name, c, now)
 		d.touch(now)
-		m.mu.Unlock()
+		t.mu.Unlock()
 		return 0
 	}
 	// An open file whose content is not at hand: it must be read in the
 	// transaction that removes it, so this removal cannot wait.
 	var now time.Time
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		if err := o.read(tx, p); err != nil {
 			return err
 		}
@@ -228,39 +218,39 @@ func (m *Mount) remove(ctx context.Context, dirIno uint64, name string, rmdir bo
 	})
 	o.done(err == nil)
 	if err != nil {
-		return m.errno("remove", p, err)
+		return t.errno("remove", p, err)
 	}
-	m.mu.Lock()
-	m.unlinkNameLocked(d, name, c, now)
+	t.mu.Lock()
+	t.unlinkNameLocked(d, name, c, now)
 	d.touch(now)
-	m.mu.Unlock()
+	t.mu.Unlock()
 	return 0
 }
 
 // rename moves name in dirIno to newName in newDirIno. RENAME_NOREPLACE is
 // honoured; RENAME_EXCHANGE and RENAME_WHITEOUT are EINVAL, which is how
 // renameat2(2) reports flags a file system does not support.
-func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string, flags uint32) syscall.Errno {
-	if m.ro {
+func (t *Tree) rename(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string, flags uint32) syscall.Errno {
+	if t.ro {
 		return syscall.EROFS
 	}
 	if flags == unix.RENAME_EXCHANGE {
-		return m.exchange(ctx, dirIno, name, newDirIno, newName)
+		return t.exchange(ctx, dirIno, name, newDirIno, newName)
 	}
 	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
 		return syscall.EINVAL
 	}
-	m.nsMu.Lock()
-	defer m.nsMu.Unlock()
-	sd, dd := m.entry(dirIno), m.entry(newDirIno)
+	t.nsMu.Lock()
+	defer t.nsMu.Unlock()
+	sd, dd := t.entry(dirIno), t.entry(newDirIno)
 	if sd == nil || dd == nil {
 		return errGone
 	}
-	c, errno := m.lookupHeld(ctx, sd, name)
+	c, errno := t.lookupHeld(ctx, sd, name)
 	if errno != 0 {
 		return errno
 	}
-	victim, errno := m.lookupHeld(ctx, dd, newName)
+	victim, errno := t.lookupHeld(ctx, dd, newName)
 	switch {
 	case errno == syscall.ENOENT:
 		victim = nil
@@ -270,15 +260,15 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 		return 0 // both names are the same entry: nothing to do
 	}
 	noReplace := flags&unix.RENAME_NOREPLACE != 0
-	if errno := m.checkRename(ctx, c, dd, newName, victim, noReplace); errno != 0 {
+	if errno := t.checkRename(ctx, c, dd, newName, victim, noReplace); errno != 0 {
 		return errno
 	}
-	sp, errno := m.path(sd)
+	sp, errno := t.path(sd)
 	if errno != 0 {
 		return errno
 	}
 	sp = childPath(sp, name)
-	dp, errno := m.path(dd)
+	dp, errno := t.path(dd)
 	if errno != 0 {
 		return errno
 	}
@@ -287,18 +277,18 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 		return syscall.ENAMETOOLONG
 	}
 	var o orphaning
-	if victim != nil && !m.otherNames(victim) {
-		o = m.keepOpen(victim)
+	if victim != nil && !t.otherNames(victim) {
+		o = t.keepOpen(victim)
 	}
 	if o.ready() {
 		now := time.Now()
-		m.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace, at: now})
+		t.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace, at: now})
 		o.done(true)
-		m.move(sd, name, c, dd, newName, victim, now)
+		t.move(sd, name, c, dd, newName, victim, now)
 		return 0
 	}
 	var now time.Time
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		if err := o.read(tx, dp); err != nil {
 			return err
 		}
@@ -307,18 +297,18 @@ func (m *Mount) rename(ctx context.Context, dirIno uint64, name string, newDirIn
 	})
 	o.done(err == nil)
 	if err != nil {
-		return m.errno("rename", sp, err)
+		return t.errno("rename", sp, err)
 	}
-	m.move(sd, name, c, dd, newName, victim, now)
+	t.move(sd, name, c, dd, newName, victim, now)
 	return 0
 }
 
 // move records a rename in the entry cache.
-func (m *Mount) move(sd *entry, name string, c, dd *entry, newName string, victim *entry, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (t *Tree) move(sd *Entry, name string, c, dd *Entry, newName string, victim *Entry, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if victim != nil {
-		m.unlinkNameLocked(dd, newName, victim, now)
+		t.unlinkNameLocked(dd, newName, victim, now)
 	}
 	if sd.children != nil && sd.children[name] == c {
 		delete(sd.children, name)
@@ -340,57 +330,57 @@ func (m *Mount) move(sd *entry, name string, c, dd *entry, newName string, victi
 
 // exchange swaps name in dirIno and newName in newDirIno
 // (RENAME_EXCHANGE), in one vault transaction.
-func (m *Mount) exchange(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string) syscall.Errno {
-	m.nsMu.Lock()
-	defer m.nsMu.Unlock()
-	sd, dd := m.entry(dirIno), m.entry(newDirIno)
+func (t *Tree) exchange(ctx context.Context, dirIno uint64, name string, newDirIno uint64, newName string) syscall.Errno {
+	t.nsMu.Lock()
+	defer t.nsMu.Unlock()
+	sd, dd := t.entry(dirIno), t.entry(newDirIno)
 	if sd == nil || dd == nil {
 		return errGone
 	}
-	a, errno := m.lookupHeld(ctx, sd, name)
+	a, errno := t.lookupHeld(ctx, sd, name)
 	if errno != 0 {
 		return errno
 	}
-	b, errno := m.lookupHeld(ctx, dd, newName)
+	b, errno := t.lookupHeld(ctx, dd, newName)
 	if errno != 0 {
 		return errno
 	}
 	if a == b {
 		return 0
 	}
-	m.mu.Lock()
-	for _, x := range []struct{ moved, into *entry }{{a, dd}, {b, sd}} {
+	t.mu.Lock()
+	for _, x := range []struct{ moved, into *Entry }{{a, dd}, {b, sd}} {
 		if x.moved.kind != vault.KindDir {
 			continue
 		}
 		for d := x.into; d != nil; d = d.parent {
 			if d == x.moved {
-				m.mu.Unlock()
+				t.mu.Unlock()
 				return syscall.EINVAL // into itself
 			}
 		}
 	}
-	m.mu.Unlock()
-	sp, errno := m.path(sd)
+	t.mu.Unlock()
+	sp, errno := t.path(sd)
 	if errno != 0 {
 		return errno
 	}
-	dp, errno := m.path(dd)
+	dp, errno := t.path(dd)
 	if errno != 0 {
 		return errno
 	}
 	sp, dp = childPath(sp, name), childPath(dp, newName)
 	var now time.Time
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		now = tx.Time()
 		return tx.Rename(sp, dp, vault.RenameOptions{Exchange: true})
 	})
 	if err != nil {
-		return m.errno("rename", sp, err)
+		return t.errno("rename", sp, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	swap := func(c, from *entry, fromName string, to *entry, toName string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	swap := func(c, from *Entry, fromName string, to *Entry, toName string) {
 		if c.kind != vault.KindDir && c.dropPlaceLocked(from, fromName) {
 			c.addPlaceLocked(to, toName)
 		} else {
@@ -411,65 +401,65 @@ func (m *Mount) exchange(ctx context.Context, dirIno uint64, name string, newDir
 
 // link makes newName in directory dirIno another name of the entry ino
 // (a hard link), in one vault transaction.
-func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*entry, syscall.Errno) {
-	if m.ro {
+func (t *Tree) link(ctx context.Context, ino, dirIno uint64, newName string) (*Entry, syscall.Errno) {
+	if t.ro {
 		return nil, syscall.EROFS
 	}
 	if len(newName) > vault.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
-	m.nsMu.Lock()
-	defer m.nsMu.Unlock()
-	c, d := m.entry(ino), m.entry(dirIno)
+	t.nsMu.Lock()
+	defer t.nsMu.Unlock()
+	c, d := t.entry(ino), t.entry(dirIno)
 	if c == nil || d == nil {
 		return nil, errGone
 	}
 	if c.kind == vault.KindDir {
 		return nil, syscall.EPERM
 	}
-	switch _, errno := m.lookupHeld(ctx, d, newName); errno {
+	switch _, errno := t.lookupHeld(ctx, d, newName); errno {
 	case 0:
 		return nil, syscall.EEXIST
 	case syscall.ENOENT:
 	default:
 		return nil, errno
 	}
-	m.mu.Lock()
+	t.mu.Lock()
 	tmp := c.tmp
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if tmp {
-		return m.linkTmp(ctx, c, d, newName)
+		return t.linkTmp(ctx, c, d, newName)
 	}
-	op, errno := m.path(c)
+	op, errno := t.path(c)
 	if errno != 0 {
 		return nil, errno
 	}
-	dp, errno := m.path(d)
+	dp, errno := t.path(d)
 	if errno != 0 {
 		return nil, errno
 	}
 	np := childPath(dp, newName)
-	if m.noQuota.Load() {
+	if t.noQuota.Load() {
 		// Nothing left that the vault could refuse (no max_files, and
 		// the link count is checked here): queued like a rename, so
 		// git's link and unlink of each object cost no transaction.
 		now := time.Now()
-		m.mu.Lock()
+		t.mu.Lock()
 		full := c.nlink >= vault.MaxLinks
-		m.mu.Unlock()
+		t.mu.Unlock()
 		if full {
 			return nil, syscall.EMLINK
 		}
-		m.enqueue(change{op: opLink, from: op, to: np, at: now})
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		t.enqueue(change{op: opLink, from: op, to: np, at: now})
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		c.nlink++
 		c.ctime = now.UnixNano()
-		m.linkedLocked(c, d, newName, now)
+		t.linkedLocked(c, d, newName, now)
 		return c, 0
 	}
 	var st vault.Entry
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		if err := tx.Link(op, np); err != nil {
 			return err
 		}
@@ -478,22 +468,22 @@ func (m *Mount) link(ctx context.Context, ino, dirIno uint64, newName string) (*
 		return err
 	})
 	if err != nil {
-		return nil, m.errno("link", np, err)
+		return nil, t.errno("link", np, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if c.data == nil || !c.data.dirty {
 		c.refresh(st)
 	} else {
 		c.nlink, c.ctime = st.Nlink, st.Ctime.UnixNano()
 	}
-	m.linkedLocked(c, d, newName, st.Ctime)
+	t.linkedLocked(c, d, newName, st.Ctime)
 	return c, 0
 }
 
 // linkedLocked records newName in directory d as a name of c, made at
-// now. Caller holds m.mu.
-func (m *Mount) linkedLocked(c, d *entry, newName string, now time.Time) {
+// now. Caller holds t.mu.
+func (t *Tree) linkedLocked(c, d *Entry, newName string, now time.Time) {
 	c.addPlaceLocked(d, newName)
 	if d.children != nil {
 		d.children[newName] = c
@@ -505,47 +495,47 @@ func (m *Mount) linkedLocked(c, d *entry, newName string, now time.Time) {
 // tmpfile makes the in-memory entry of an O_TMPFILE file in directory
 // dirIno, with mode bits perm, owned by uid and gid. Its inode number is
 // reserved in the vault, so a link can create it under that number.
-func (m *Mount) tmpfile(ctx context.Context, dirIno uint64, perm, uid, gid uint32) (*entry, syscall.Errno) {
-	if m.ro {
+func (t *Tree) tmpfile(ctx context.Context, dirIno uint64, perm, uid, gid uint32) (*Entry, syscall.Errno) {
+	if t.ro {
 		return nil, syscall.EROFS
 	}
-	d := m.entry(dirIno)
+	d := t.entry(dirIno)
 	if d == nil {
 		return nil, errGone
 	}
-	ino, ok := m.takeIno()
+	ino, ok := t.takeIno()
 	if !ok {
-		if err := m.update(ctx, func(tx *vault.Tx) error {
+		if err := t.update(ctx, func(tx *vault.Tx) error {
 			ino = tx.ReserveInos(1)
 			return nil
 		}); err != nil {
-			return nil, m.errno("create", "", err)
+			return nil, t.errno("create", "", err)
 		}
 	}
 	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	mode, g := vault.Inherit(vault.FileMode(d.mode), d.gid, vault.KindFile, vault.FileMode(perm), int64(gid))
 	e := newEntry(vault.Entry{Kind: vault.KindFile, Mode: mode, Ino: ino, Mtime: now, Ctime: now, Atime: now,
 		Uid: int64(uid), Gid: g, Nlink: 1})
 	e.unlinked, e.tmp = true, true
-	m.metas[ino] = e
+	t.metas[ino] = e
 	return e, 0
 }
 
 // linkTmp gives O_TMPFILE file c its first name, newName in directory d:
 // the vault creates it there, under its reserved inode number, with the
-// content written so far. Caller holds m.nsMu exclusively.
-func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entry, syscall.Errno) {
-	m.mu.Lock()
+// content written so far. Caller holds t.nsMu exclusively.
+func (t *Tree) linkTmp(ctx context.Context, c, d *Entry, newName string) (*Entry, syscall.Errno) {
+	t.mu.Lock()
 	fd := c.data
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if fd == nil {
 		return nil, syscall.ENOENT // closed: gone
 	}
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
-	if fd.size > maxOrphan {
+	if fd.size > MaxOrphan {
 		// Its content is made whole in memory here: a size set by
 		// ftruncate or a write far out (holes cost nothing until now)
 		// must not make the mount allocate it.
@@ -553,18 +543,18 @@ func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entr
 	}
 	data := make([]byte, fd.size)
 	if _, err := fd.read(data, 0, func(buf []byte, _ int64) (int, error) { clear(buf); return len(buf), nil }); err != nil {
-		return nil, m.errno("link", "", err)
+		return nil, t.errno("link", "", err)
 	}
-	dp, errno := m.path(d)
+	dp, errno := t.path(d)
 	if errno != 0 {
 		return nil, errno
 	}
 	np := childPath(dp, newName)
-	m.mu.Lock()
+	t.mu.Lock()
 	mode, uid, gid := vault.FileMode(c.mode), c.uid, c.gid
-	m.mu.Unlock()
+	t.mu.Unlock()
 	var st vault.Entry
-	err := m.update(ctx, func(tx *vault.Tx) error {
+	err := t.update(ctx, func(tx *vault.Tx) error {
 		err := tx.AsOwner(uint32(uid), uint32(gid), func() error {
 			return tx.CreateWithIno(c.ino, func() error {
 				return createIn(tx, np, newSpec{kind: vault.KindFile}, mode, data)
@@ -577,16 +567,16 @@ func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entr
 		return err
 	})
 	if err != nil {
-		return nil, m.errno("link", np, err)
+		return nil, t.errno("link", np, err)
 	}
-	m.account(fd, func() { fd.committed(st.Mtime.UnixNano()) })
+	t.account(fd, func() { fd.committed(st.Mtime.UnixNano()) })
 	fd.orphan, fd.orphanData = false, nil
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	c.refresh(st)
 	c.unlinked, c.tmp = false, false
 	c.parent, c.name = d, newName
-	m.metas[c.ino] = c
+	t.metas[c.ino] = c
 	if d.children != nil {
 		d.children[newName] = c
 	}
@@ -597,8 +587,8 @@ func (m *Mount) linkTmp(ctx context.Context, c, d *entry, newName string) (*entr
 
 // checkKind does the checks of rmdir(2) and unlink(2) that the vault
 // would, so that a removal can be answered before it is committed.
-// Caller holds m.nsMu.
-func (m *Mount) checkKind(ctx context.Context, c *entry, rmdir bool) syscall.Errno {
+// Caller holds t.nsMu.
+func (t *Tree) checkKind(ctx context.Context, c *Entry, rmdir bool) syscall.Errno {
 	isDir := c.kind == vault.KindDir
 	switch {
 	case rmdir && !isDir:
@@ -606,19 +596,19 @@ func (m *Mount) checkKind(ctx context.Context, c *entry, rmdir bool) syscall.Err
 	case !rmdir && isDir:
 		return syscall.EISDIR
 	case isDir:
-		return m.checkEmpty(ctx, c)
+		return t.checkEmpty(ctx, c)
 	}
 	return 0
 }
 
 // checkEmpty answers ENOTEMPTY unless directory c is empty. Caller holds
-// m.nsMu.
-func (m *Mount) checkEmpty(ctx context.Context, c *entry) syscall.Errno {
-	if errno := m.loadHeld(ctx, c); errno != 0 {
+// t.nsMu.
+func (t *Tree) checkEmpty(ctx context.Context, c *Entry) syscall.Errno {
+	if errno := t.loadHeld(ctx, c); errno != 0 {
 		return errno
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if len(c.children) > 0 {
 		return syscall.ENOTEMPTY
 	}
@@ -626,8 +616,8 @@ func (m *Mount) checkEmpty(ctx context.Context, c *entry) syscall.Errno {
 }
 
 // checkRename does the checks of rename(2) that the vault would, so that
-// a rename can be answered before it is committed. Caller holds m.nsMu.
-func (m *Mount) checkRename(ctx context.Context, c, dd *entry, newName string, victim *entry, noReplace bool) syscall.Errno {
+// a rename can be answered before it is committed. Caller holds t.nsMu.
+func (t *Tree) checkRename(ctx context.Context, c, dd *Entry, newName string, victim *Entry, noReplace bool) syscall.Errno {
 	if len(newName) > vault.MaxNameLen {
 		return syscall.ENAMETOOLONG
 	}
@@ -643,14 +633,14 @@ func (m *Mount) checkRename(ctx context.Context, c, dd *entry, newName string, v
 		case victim.kind != vault.KindDir && c.kind == vault.KindDir:
 			return syscall.ENOTDIR
 		case victim.kind == vault.KindDir:
-			if errno := m.checkEmpty(ctx, victim); errno != 0 {
+			if errno := t.checkEmpty(ctx, victim); errno != 0 {
 				return errno
 			}
 		}
 	}
 	if c.kind == vault.KindDir {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		for a := dd; a != nil; a = a.parent {
 			if a == c {
 				return syscall.EINVAL // into itself
@@ -669,20 +659,20 @@ type orphaning struct {
 }
 
 // keepOpen prepares to orphan c if it is an open file. The caller holds
-// m.nsMu exclusively, so no commit can change the content meanwhile;
+// t.nsMu exclusively, so no commit can change the content meanwhile;
 // keepOpen locks the fileData until done.
-func (m *Mount) keepOpen(c *entry) orphaning {
-	m.mu.Lock()
+func (t *Tree) keepOpen(c *Entry) orphaning {
+	t.mu.Lock()
 	d := c.data
 	open := d != nil && d.opens > 0
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if !open {
 		return orphaning{}
 	}
 	d.mu.Lock()
-	m.mu.Lock()
-	content := m.cachedLocked(c)
-	m.mu.Unlock()
+	t.mu.Lock()
+	content := t.cachedLocked(c)
+	t.mu.Unlock()
 	if content == nil && d.vsize == 0 {
 		content = []byte{}
 	}
@@ -695,7 +685,7 @@ func (o *orphaning) ready() bool { return o.d == nil || o.content != nil }
 
 // read loads the committed content in the transaction that removes it.
 func (o *orphaning) read(tx *vault.Tx, p string) error {
-	if o.d == nil || o.content != nil || o.d.vsize > maxOrphan {
+	if o.d == nil || o.content != nil || o.d.vsize > MaxOrphan {
 		return nil
 	}
 	data, _, err := tx.ReadFile(p)
@@ -715,24 +705,21 @@ func (o *orphaning) done(removed bool) {
 }
 
 // acquire returns e's fileData, creating it, and counts one more user.
-func (m *Mount) acquire(e *entry, in *fs.Inode) *fileData {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (t *Tree) acquire(e *Entry) *fileData {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if e.data == nil {
 		e.data = newFileData(e)
 	}
 	e.data.opens++
-	if in != nil {
-		e.data.inode = in
-	}
 	return e.data
 }
 
 // release drops one user of d. The last one frees d if it is clean, and
 // forgets e if it was unlinked meanwhile.
-func (m *Mount) release(e *entry, d *fileData) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (t *Tree) release(e *Entry, d *fileData) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	d.opens--
 	if d.opens > 0 {
 		return
@@ -740,31 +727,31 @@ func (m *Mount) release(e *entry, d *fileData) {
 	if e.data == d && !d.dirty {
 		e.data = nil
 	}
-	if e.unlinked && m.metas[e.ino] == e {
-		delete(m.metas, e.ino)
-		delete(m.dirty, e)
+	if e.unlinked && t.metas[e.ino] == e {
+		delete(t.metas, e.ino)
+		delete(t.dirty, e)
 	}
 }
 
 // setDirtyLocked records whether d has changes to commit. Caller holds
-// d.mu and m.mu.
-func (m *Mount) setDirtyLocked(e *entry, d *fileData, dirty bool) {
+// d.mu and t.mu.
+func (t *Tree) setDirtyLocked(e *Entry, d *fileData, dirty bool) {
 	d.dirty = dirty
-	if dirty && m.currentLocked(e) {
-		m.dirty[e] = struct{}{}
+	if dirty && t.currentLocked(e) {
+		t.dirty[e] = struct{}{}
 	} else {
-		delete(m.dirty, e)
+		delete(t.dirty, e)
 	}
 }
 
-// withData runs fn with m.nsMu held shared and e's fileData, if it has
+// withData runs fn with t.nsMu held shared and e's fileData, if it has
 // one, locked.
-func (m *Mount) withData(e *entry, fn func(d *fileData)) {
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	m.mu.Lock()
+func (t *Tree) withData(e *Entry, fn func(d *fileData)) {
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
+	t.mu.Lock()
 	d := e.data
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if d == nil {
 		return
 	}
@@ -774,19 +761,19 @@ func (m *Mount) withData(e *entry, fn func(d *fileData)) {
 }
 
 // commit writes e's buffered changes to the vault in one transaction.
-func (m *Mount) commit(ctx context.Context, e *entry) (err error) {
-	m.withData(e, func(d *fileData) {
-		if err = m.commitLocked(ctx, e, d, nil); err != nil {
+func (t *Tree) commit(ctx context.Context, e *Entry) (err error) {
+	t.withData(e, func(d *fileData) {
+		if err = t.commitLocked(ctx, e, d, nil); err != nil {
 			return
 		}
-		m.mu.Lock()
+		t.mu.Lock()
 		queued := e.queued
-		m.mu.Unlock()
+		t.mu.Unlock()
 		if queued {
 			// Created and closed (or synced) with nothing written:
 			// the create itself must be in the vault now, as it was
 			// before the close returned when creates were not queued.
-			err = m.flushHeld(ctx)
+			err = t.flushHeld(ctx)
 		}
 	})
 	return err
@@ -801,32 +788,32 @@ func (m *Mount) commit(ctx context.Context, e *entry) (err error) {
 // then costs a transaction per burst, not per file. It reports false,
 // having done nothing, when the vault has a quota: the caller commits at
 // once, so that close(2) reports a refusal.
-func (m *Mount) commitLater(e *entry) bool {
-	if !m.noQuota.Load() {
+func (t *Tree) commitLater(e *Entry) bool {
+	if !t.noQuota.Load() {
 		return false
 	}
 	queued := true
-	m.withData(e, func(d *fileData) { queued = m.queueContentLocked(e, d) })
+	t.withData(e, func(d *fileData) { queued = t.queueContentLocked(e, d) })
 	return queued
 }
 
 // queueContentLocked queues d's buffered changes for commitLater; false
-// if e has no path. Caller holds m.nsMu (shared) and d.mu.
-func (m *Mount) queueContentLocked(e *entry, d *fileData) bool {
+// if e has no path. Caller holds t.nsMu (shared) and d.mu.
+func (t *Tree) queueContentLocked(e *Entry, d *fileData) bool {
 	if !d.dirty || d.orphan || d.stale {
 		return true
 	}
-	p, errno := m.path(e)
+	p, errno := t.path(e)
 	if errno != 0 {
 		return false
 	}
 	now := time.Now()
 	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
-	m.q.mu.Lock()
+	t.q.mu.Lock()
 	attached := false
-	if d.whole() && !timesSetAfterCreate(m.q.ops, e) {
-		for i := range m.q.ops {
-			if op := &m.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
+	if d.whole() && !timesSetAfterCreate(t.q.ops, e) {
+		for i := range t.q.ops {
+			if op := &t.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
 				// Created with this content, at the time the
 				// kernel was shown for the create (as a commit
 				// of a fresh file does).
@@ -835,24 +822,24 @@ func (m *Mount) queueContentLocked(e *entry, d *fileData) bool {
 			}
 		}
 	}
-	m.q.mu.Unlock()
+	t.q.mu.Unlock()
 	if !attached {
-		m.enqueue(change{op: opContent, from: p, at: now, content: snap})
+		t.enqueue(change{op: opContent, from: p, at: now, content: snap})
 	}
-	m.committedLocked(e, d, now)
+	t.committedLocked(e, d, now)
 	return true
 }
 
 // commitLocked writes d's buffered changes (d may be nil) and then runs
 // extra in the same transaction. A failed commit drops the buffered
 // changes: the vault keeps the previous content, and so does the mount.
-// Caller holds m.nsMu (shared) and d.mu.
-func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra func(tx *vault.Tx, p string) error) error {
+// Caller holds t.nsMu (shared) and d.mu.
+func (t *Tree) commitLocked(ctx context.Context, e *Entry, d *fileData, extra func(tx *vault.Tx, p string) error) error {
 	content := d != nil && d.dirty && !d.orphan && !d.stale
 	if !content && extra == nil {
 		return nil
 	}
-	p, errno := m.path(e)
+	p, errno := t.path(e)
 	if errno != 0 {
 		return errno
 	}
@@ -864,7 +851,7 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 	}
 	var now time.Time
 	contentErr := false
-	err := m.updateFresh(ctx, f, func(tx *vault.Tx, wrote time.Time) error {
+	err := t.updateFresh(ctx, f, func(tx *vault.Tx, wrote time.Time) error {
 		now = tx.Time()
 		if content && !wrote.IsZero() {
 			// Created with its content, at the time the kernel
@@ -883,12 +870,12 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 	})
 	if err != nil {
 		if contentErr {
-			m.discardLocked(e, d)
+			t.discardLocked(e, d)
 		}
 		return fmt.Errorf("commit %s: %w", p, err)
 	}
 	if content {
-		m.committedLocked(e, d, now)
+		t.committedLocked(e, d, now)
 	}
 	return nil
 }
@@ -897,41 +884,40 @@ func (m *Mount) commitLocked(ctx context.Context, e *entry, d *fileData, extra f
 // content as of now, committed or queued: they are cached, the buffer is
 // empty, and the kernel learns the mtime the vault records. Caller holds
 // d.mu.
-func (m *Mount) committedLocked(e *entry, d *fileData, now time.Time) {
-	m.mu.Lock()
-	if data := d.contentAfter(m.cachedLocked(e)); data != nil {
-		m.cacheLocked(e, data)
+func (t *Tree) committedLocked(e *Entry, d *fileData, now time.Time) {
+	t.mu.Lock()
+	if data := d.contentAfter(t.cachedLocked(e)); data != nil {
+		t.cacheLocked(e, data)
 	} else {
-		m.uncacheLocked(e)
+		t.uncacheLocked(e)
 	}
-	m.mu.Unlock()
-	m.account(d, func() { d.committed(now.UnixNano()) })
-	m.mu.Lock()
+	t.mu.Unlock()
+	t.account(d, func() { d.committed(now.UnixNano()) })
+	t.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
-	m.setDirtyLocked(e, d, false)
-	shown, in := d.shown, d.inode
+	t.setDirtyLocked(e, d, false)
+	shown := d.shown
 	d.shown = false
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if shown {
 		// The kernel may cache the mtime of the last write; the vault
 		// recorded the commit's.
-		m.notifyContent(in, -1, 0)
+		t.kernel.Changed(e.ino, -1, 0)
 	}
 }
 
 // discardLocked drops d's buffered changes and makes the kernel drop the
 // pages and attributes it got from them. Caller holds d.mu.
-func (m *Mount) discardLocked(e *entry, d *fileData) {
-	m.account(d, d.revert)
-	m.mu.Lock()
+func (t *Tree) discardLocked(e *Entry, d *fileData) {
+	t.account(d, d.revert)
+	t.mu.Lock()
 	e.dropCache = true
 	e.size = d.size
 	e.mtime, e.ctime = d.vmtime, d.vctime
-	m.setDirtyLocked(e, d, false)
-	in := d.inode
-	m.mu.Unlock()
-	m.notifyContent(in, 0, 0)
+	t.setDirtyLocked(e, d, false)
+	t.mu.Unlock()
+	t.kernel.Changed(e.ino, 0, 0)
 }
 
 // apply replays the buffered changes through tx: a cut below the committed
@@ -963,19 +949,19 @@ func (d *fileData) apply(tx *vault.Tx, p string) error {
 const maxBuffered = 4
 
 // account runs fn, which changes d's buffered bytes, and counts the
-// change in m.buffered. Caller holds d.mu.
-func (m *Mount) account(d *fileData, fn func()) {
+// change in t.buffered. Caller holds d.mu.
+func (t *Tree) account(d *fileData, fn func()) {
 	before := d.dirtyBytes
 	fn()
-	m.buffered.Add(d.dirtyBytes - before)
+	t.buffered.Add(d.dirtyBytes - before)
 }
 
 // write buffers data at off of the file behind h, committing early when
 // its buffer grows past MaxDirty, or all files' past maxBuffered times
 // that. An unlinked file's writes, which go nowhere, fail with ENOSPC
-// past maxOrphan.
-func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) syscall.Errno {
-	if m.ro {
+// past MaxOrphan.
+func (t *Tree) write(ctx context.Context, h *File, data []byte, off int64) syscall.Errno {
+	if t.ro {
 		return syscall.EROFS
 	}
 	e, d := h.e, h.d
@@ -984,40 +970,40 @@ func (m *Mount) write(ctx context.Context, h *handle, data []byte, off int64) sy
 		d.mu.Unlock()
 		return syscall.ESTALE
 	}
-	if errno := m.checkFileSize(ctx, d, off+int64(len(data))); errno != 0 {
+	if errno := t.checkFileSize(ctx, d, off+int64(len(data))); errno != 0 {
 		// Refuse the whole session's changes, not just this write:
 		// what the file held before stays, as when a commit fails.
-		m.discardLocked(e, d)
+		t.discardLocked(e, d)
 		d.mu.Unlock()
 		return errno
 	}
-	if d.orphan && d.dirtyBytes+int64(len(data)) > maxOrphan {
+	if d.orphan && d.dirtyBytes+int64(len(data)) > MaxOrphan {
 		// Its writes go nowhere but memory: bounded like its content.
 		d.mu.Unlock()
 		return syscall.ENOSPC
 	}
-	m.account(d, func() { d.write(off, data) })
+	t.account(d, func() { d.write(off, data) })
 	now := time.Now().UnixNano()
-	m.mu.Lock()
+	t.mu.Lock()
 	e.size = d.size
 	e.mtime, e.ctime = now, now
-	m.setDirtyLocked(e, d, !d.orphan)
-	m.mu.Unlock()
-	over := !d.orphan && (d.dirtyBytes > m.maxDirty || m.buffered.Load() > maxBuffered*m.maxDirty)
+	t.setDirtyLocked(e, d, !d.orphan)
+	t.mu.Unlock()
+	over := !d.orphan && (d.dirtyBytes > t.maxDirty || t.buffered.Load() > maxBuffered*t.maxDirty)
 	d.mu.Unlock()
 	if over {
-		if err := m.commit(ctx, e); err != nil {
-			return m.errno("write", "", err)
+		if err := t.commit(ctx, e); err != nil {
+			return t.errno("write", "", err)
 		}
 	}
 	return 0
 }
 
 // read fills dest from the file behind h at off.
-func (m *Mount) read(ctx context.Context, h *handle, dest []byte, off int64) (int, syscall.Errno) {
+func (t *Tree) read(ctx context.Context, h *File, dest []byte, off int64) (int, syscall.Errno) {
 	e, d := h.e, h.d
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stale {
@@ -1030,63 +1016,63 @@ func (m *Mount) read(ctx context.Context, h *handle, dest []byte, off int64) (in
 			}
 			return copy(buf, d.orphanData[min(at, int64(len(d.orphanData))):]), nil
 		}
-		return m.fetch(ctx, e, d, buf, at)
+		return t.fetch(ctx, e, d, buf, at)
 	})
 	if err != nil {
-		return 0, m.errno("read", "", err)
+		return 0, t.errno("read", "", err)
 	}
-	if !d.orphan && !m.ro {
-		m.accessed(e)
+	if !d.orphan && !t.ro {
+		t.accessed(e)
 	}
 	return n, 0
 }
 
 // accessed records a read of e: its access time moves to now when
 // relatime says so, queued like any attribute change. Caller holds
-// m.nsMu (shared).
-func (m *Mount) accessed(e *entry) {
+// t.nsMu (shared).
+func (t *Tree) accessed(e *Entry) {
 	now := time.Now()
-	m.mu.Lock()
+	t.mu.Lock()
 	update := vault.Relatime(time.Unix(0, e.atime), time.Unix(0, e.mtime), time.Unix(0, e.ctime), now)
 	if update {
 		e.atime = now.UnixNano()
 	}
-	p, ok := m.pathLocked(e)
-	m.mu.Unlock()
+	p, ok := t.pathLocked(e)
+	t.mu.Unlock()
 	if update && ok {
-		m.enqueue(change{op: opSetattr, from: p, attrs: vault.Attrs{Atime: &now, Accessed: true}, at: now})
+		t.enqueue(change{op: opSetattr, from: p, attrs: vault.Attrs{Atime: &now, Accessed: true}, at: now})
 	}
 }
 
 // fetch reads committed content of e for a read: from the content cache,
 // else a small file whole (and into the cache), else just the range.
-// Caller holds m.nsMu (shared) and d.mu.
-func (m *Mount) fetch(ctx context.Context, e *entry, d *fileData, buf []byte, at int64) (int, error) {
-	m.mu.Lock()
-	c := m.cachedLocked(e)
-	caching := m.cache.max > 0 && d.vsize <= min(m.cache.max, maxCachedFile)
-	m.mu.Unlock()
+// Caller holds t.nsMu (shared) and d.mu.
+func (t *Tree) fetch(ctx context.Context, e *Entry, d *fileData, buf []byte, at int64) (int, error) {
+	t.mu.Lock()
+	c := t.cachedLocked(e)
+	caching := t.cache.max > 0 && d.vsize <= min(t.cache.max, maxCachedFile)
+	t.mu.Unlock()
 	if c != nil {
 		return copy(buf, c[min(at, int64(len(c))):]), nil
 	}
-	p, errno := m.path(e)
+	p, errno := t.path(e)
 	if errno != 0 {
 		return 0, errno
 	}
-	if err := m.flushForRead(ctx); err != nil {
+	if err := t.flushForRead(ctx); err != nil {
 		return 0, err
 	}
 	if !caching {
-		return m.v.ReadAt(ctx, p, at, buf)
+		return t.v.ReadAt(ctx, p, at, buf)
 	}
-	data, _, err := m.v.ReadFile(ctx, p)
+	data, _, err := t.v.ReadFile(ctx, p)
 	if err != nil {
 		return 0, err
 	}
 	if int64(len(data)) == d.vsize {
-		m.mu.Lock()
-		m.cacheLocked(e, data)
-		m.mu.Unlock()
+		t.mu.Lock()
+		t.cacheLocked(e, data)
+		t.mu.Unlock()
 	}
 	return copy(buf, data[min(at, int64(len(data))):]), nil
 }
@@ -1094,82 +1080,66 @@ func (m *Mount) fetch(ctx context.Context, e *entry, d *fileData, buf []byte, at
 // truncate sets the size of file e. Through a descriptor (ftruncate,
 // O_TRUNC) the cut is buffered like a write; truncate(2) by path commits
 // at once, with whatever else the file has buffered.
-func (m *Mount) truncate(ctx context.Context, e *entry, in *fs.Inode, size int64, byPath bool) syscall.Errno {
+func (t *Tree) truncate(ctx context.Context, e *Entry, size int64, byPath bool) syscall.Errno {
 	switch {
-	case m.ro:
+	case t.ro:
 		return syscall.EROFS
 	case e.kind == vault.KindDir:
 		return syscall.EISDIR
 	case e.kind != vault.KindFile:
 		return syscall.EINVAL
 	}
-	d := m.acquire(e, in)
-	defer m.release(e, d)
+	d := t.acquire(e)
+	defer t.release(e, d)
 	d.mu.Lock()
 	if d.stale {
 		d.mu.Unlock()
 		return syscall.ESTALE
 	}
-	if errno := m.checkFileSize(ctx, d, size); errno != 0 {
+	if errno := t.checkFileSize(ctx, d, size); errno != 0 {
 		d.mu.Unlock()
 		return errno
 	}
 	var changed bool
-	m.account(d, func() { changed = d.truncate(size) })
+	t.account(d, func() { changed = d.truncate(size) })
 	if changed {
 		now := time.Now().UnixNano()
-		m.mu.Lock()
+		t.mu.Lock()
 		e.size = size
 		e.mtime, e.ctime = now, now
-		m.setDirtyLocked(e, d, !d.orphan)
-		m.mu.Unlock()
+		t.setDirtyLocked(e, d, !d.orphan)
+		t.mu.Unlock()
 	}
 	d.mu.Unlock()
 	if changed && byPath {
-		if err := m.commit(ctx, e); err != nil {
-			return m.errno("truncate", "", err)
+		if err := t.commit(ctx, e); err != nil {
+			return t.errno("truncate", "", err)
 		}
 	}
 	return 0
 }
 
-// setattr applies chmod, chown, utimens and truncate. The kernel has
-// checked the caller's rights (default_permissions), and sends the mode
-// that a chown or a write by another user leaves as a mode change.
-func (m *Mount) setattr(ctx context.Context, in *fs.Inode, e *entry, byPath bool, sin *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if m.ro {
+// SetAttr applies chmod, chown, utimens (a) and truncate (size, if not
+// nil), then renders e's attributes into out. The kernel has checked the
+// caller's rights (default_permissions), and sends the mode that a chown
+// or a write by another user leaves as a mode change. byPath is a change
+// by name (truncate(2)), which commits at once, rather than through a
+// descriptor.
+func (t *Tree) SetAttr(ctx context.Context, e *Entry, byPath bool, size *int64, a vault.Attrs, out *Attr) syscall.Errno {
+	if t.ro {
 		return syscall.EROFS
 	}
-	if size, ok := sin.GetSize(); ok {
-		if errno := m.truncate(ctx, e, in, int64(size), byPath); errno != 0 {
+	if size != nil {
+		if errno := t.truncate(ctx, e, *size, byPath); errno != 0 {
 			return errno
 		}
-	}
-	var a vault.Attrs
-	if mode, ok := sin.GetMode(); ok {
-		fm := vault.FileMode(mode & 0o7777)
-		a.Mode = &fm
-	}
-	if mtime, ok := sin.GetMTime(); ok {
-		a.Mtime = &mtime
-	}
-	if atime, ok := sin.GetATime(); ok {
-		a.Atime = &atime
-	}
-	if uid, ok := sin.GetUID(); ok {
-		u := int64(uid)
-		a.Uid = &u
-	}
-	if gid, ok := sin.GetGID(); ok {
-		g := int64(gid)
-		a.Gid = &g
 	}
 	if a != (vault.Attrs{}) {
-		if errno := m.chattr(ctx, e, a); errno != 0 {
+		if errno := t.chattr(ctx, e, a); errno != 0 {
 			return errno
 		}
 	}
-	return m.attr(ctx, e, &out.Attr)
+	return t.attr(ctx, e, out)
 }
 
 // chattr changes mode, owner and/or times. Of a file with buffered
@@ -1177,56 +1147,56 @@ func (m *Mount) setattr(ctx context.Context, in *fs.Inode, e *entry, byPath bool
 // that the commit cannot overwrite a new mtime (cp -p sets times before
 // it closes). Anything else is queued: it cannot fail once the entry
 // exists.
-func (m *Mount) chattr(ctx context.Context, e *entry, a vault.Attrs) syscall.Errno {
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	m.mu.Lock()
+func (t *Tree) chattr(ctx context.Context, e *Entry, a vault.Attrs) syscall.Errno {
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
+	t.mu.Lock()
 	d := e.data
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if d != nil {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 	}
 	if d == nil || !d.dirty || d.orphan || d.stale || a.Mtime == nil {
-		return m.chattrQueued(e, d, a)
+		return t.chattrQueued(e, d, a)
 	}
 	var res vault.Entry
-	err := m.commitLocked(ctx, e, d, func(tx *vault.Tx, p string) error {
+	err := t.commitLocked(ctx, e, d, func(tx *vault.Tx, p string) error {
 		var err error
 		res, err = tx.SetAttrs(p, a)
 		return err
 	})
 	if err != nil {
-		return m.errno("setattr", "", err)
+		return t.errno("setattr", "", err)
 	}
 	d.vmtime, d.vctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
-	m.mu.Lock()
+	t.mu.Lock()
 	e.refresh(res)
-	m.mu.Unlock()
+	t.mu.Unlock()
 	return 0
 }
 
 // chattrQueued records a change of attributes and queues it. Caller
-// holds m.nsMu (shared: no rename can change the path before the change
+// holds t.nsMu (shared: no rename can change the path before the change
 // is queued) and d.mu if d is not nil.
-func (m *Mount) chattrQueued(e *entry, d *fileData, a vault.Attrs) syscall.Errno {
-	m.mu.Lock()
+func (t *Tree) chattrQueued(e *Entry, d *fileData, a vault.Attrs) syscall.Errno {
+	t.mu.Lock()
 	tmp := e.tmp
-	m.mu.Unlock()
+	t.mu.Unlock()
 	at := time.Now()
 	if !tmp { // an O_TMPFILE file's attributes reach the vault with its link
-		p, errno := m.path(e)
+		p, errno := t.path(e)
 		if errno != 0 {
 			return errno
 		}
-		m.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
+		t.enqueue(change{op: opSetattr, from: p, attrs: a, at: at})
 	}
 	now := at.UnixNano()
 	if d != nil && a.Mtime != nil {
 		d.vmtime = a.Mtime.UnixNano() // what a failed commit goes back to
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	// The same changes, in the same order, as Tx.SetAttrs makes.
 	if a.Uid != nil || a.Gid != nil {
 		if a.Uid != nil {

@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/avfs/avfs/vault"
-	"github.com/hanwen/go-fuse/v2/fs"
 )
 
 // Following the vault's change log. Whoever changes the vault (another
@@ -74,18 +73,18 @@ func (f *follower) forget(seq int64) {
 }
 
 // follow polls the change log until stop is closed.
-func (m *Mount) follow(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+func (t *Tree) follow(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
+		case <-tick.C:
 		}
-		if err := m.catchUp(m.ctx); err != nil && !errors.Is(err, vault.ErrVaultNotFound) && m.ctx.Err() == nil {
-			m.log.Warn("follow the vault's changes", keyErr, err)
+		if err := t.catchUp(t.ctx); err != nil && !errors.Is(err, vault.ErrVaultNotFound) && t.ctx.Err() == nil {
+			t.log.Warn("follow the vault's changes", keyErr, err)
 		}
 	}
 }
@@ -95,14 +94,14 @@ func (m *Mount) follow(every time.Duration, stop <-chan struct{}, done chan<- st
 // back, or is about to run a command in it, calls it. It costs one query
 // when nothing changed. Unlike Invalidate it keeps open descriptors and
 // queued changes.
-func (m *Mount) Refresh(ctx context.Context) error { return m.catchUp(ctx) }
+func (t *Tree) Refresh(ctx context.Context) error { return t.catchUp(ctx) }
 
 // catchUp applies the changes other writers made since the last one.
-func (m *Mount) catchUp(ctx context.Context) error {
-	f := &m.fol
+func (t *Tree) catchUp(ctx context.Context) error {
+	f := &t.fol
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	pos, err := m.v.LogPos(ctx)
+	pos, err := t.v.LogPos(ctx)
 	if err != nil {
 		return err
 	}
@@ -113,7 +112,7 @@ func (m *Mount) catchUp(ctx context.Context) error {
 	full, quota := pos.Vault != f.pos.Vault, false
 	var paths []string
 	for after := f.pos.Last; !full && after < pos.Last; {
-		es, err := m.v.Log(ctx, pos.Vault, after, logPage)
+		es, err := t.v.Log(ctx, pos.Vault, after, logPage)
 		if err != nil {
 			return err
 		}
@@ -141,15 +140,15 @@ func (m *Mount) catchUp(ctx context.Context) error {
 		full = full || len(paths) > maxFollow
 	}
 	if full || quota {
-		if err := m.refreshQuota(ctx); err != nil {
+		if err := t.refreshQuota(ctx); err != nil {
 			return err
 		}
 	}
 	if full || len(paths) > 0 {
-		m.nsMu.Lock()
-		notes, err := m.reconcileHeld(ctx, paths, full)
-		m.nsMu.Unlock()
-		m.notify(notes)
+		t.nsMu.Lock()
+		notes, err := t.reconcileHeld(ctx, paths, full)
+		t.nsMu.Unlock()
+		t.notify(notes)
 		if err != nil {
 			return err // the next catch-up tries these events again
 		}
@@ -175,13 +174,6 @@ func changesTree(action string) bool {
 	return !strings.HasPrefix(action, "exec.") && !strings.HasPrefix(action, "approval.")
 }
 
-// kernelNote is something the kernel must forget once no lock is held.
-type kernelNote struct {
-	path string // the node, or with name the directory holding name
-	name string // drop the name's dentry
-	data bool   // drop the node's pages too, not only its attributes
-}
-
 // listing is a directory as the vault has it now; gone when the vault
 // no longer has that directory at its path.
 type listing struct {
@@ -192,36 +184,36 @@ type listing struct {
 
 // reconcileHeld re-reads the cached directories that paths lie in (every
 // cached directory if full) and brings the entries in line with the
-// vault. It returns what the kernel must forget. Caller holds m.nsMu
+// vault. It returns what the kernel must forget. Caller holds t.nsMu
 // exclusively: no change through the mount runs meanwhile.
-func (m *Mount) reconcileHeld(ctx context.Context, paths []string, full bool) ([]kernelNote, error) {
-	if err := m.flushHeld(ctx); err != nil {
+func (t *Tree) reconcileHeld(ctx context.Context, paths []string, full bool) ([]Note, error) {
+	if err := t.flushHeld(ctx); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	var targets []*entry
+	t.mu.Lock()
+	var targets []*Entry
 	if full {
-		targets = m.loadedDirsLocked()
+		targets = t.loadedDirsLocked()
 	} else {
 		for _, p := range paths {
-			if d := m.deepestLoadedLocked(p); d != nil {
+			if d := t.deepestLoadedLocked(p); d != nil {
 				targets = append(targets, d)
 			}
 		}
 	}
-	m.mu.Unlock()
-	got := map[*entry]*listing{}
-	err := m.v.View(ctx, func(tx *vault.Tx) error {
+	t.mu.Unlock()
+	got := map[*Entry]*listing{}
+	err := t.v.View(ctx, func(tx *vault.Tx) error {
 		for len(targets) > 0 {
 			d := targets[len(targets)-1]
 			targets = targets[:len(targets)-1]
 			if got[d] != nil {
 				continue
 			}
-			m.mu.Lock()
-			p, ok := m.pathLocked(d)
+			t.mu.Lock()
+			p, ok := t.pathLocked(d)
 			parent := d.parent
-			m.mu.Unlock()
+			t.mu.Unlock()
 			if !ok {
 				continue
 			}
@@ -248,15 +240,51 @@ func (m *Mount) reconcileHeld(ctx context.Context, paths []string, full bool) ([
 	if err != nil {
 		return nil, err
 	}
-	return m.apply(got), nil
+	notes, relinked := t.apply(got)
+	return t.recount(ctx, relinked, notes)
+}
+
+// recount reads again the link count of the hard-linked files that lost
+// a name behind the tree's back and that no listing re-read: the name
+// may have been removed or moved to a directory the tree never loaded,
+// which only the vault knows. Caller holds t.nsMu exclusively.
+func (t *Tree) recount(ctx context.Context, relinked map[*Entry]struct{}, notes []Note) ([]Note, error) {
+	if len(relinked) == 0 {
+		return notes, nil
+	}
+	err := t.v.View(ctx, func(tx *vault.Tx) error {
+		for c := range relinked {
+			t.mu.Lock()
+			p, ok := t.pathLocked(c)
+			t.mu.Unlock()
+			if !ok {
+				continue
+			}
+			st, err := tx.Stat(p)
+			if errors.Is(err, vault.ErrNotFound) || errors.Is(err, vault.ErrNotDir) {
+				continue // gone too: the next catch-up drops it
+			}
+			if err != nil {
+				return err
+			}
+			t.mu.Lock()
+			if st.Ino == c.ino && c.nlink != st.Nlink {
+				c.nlink, c.ctime = st.Nlink, st.Ctime.UnixNano()
+				notes = append(notes, Note{Path: p})
+			}
+			t.mu.Unlock()
+		}
+		return nil
+	})
+	return notes, err
 }
 
 // loadedDirsLocked lists every directory whose listing is cached. Caller
-// holds m.mu.
-func (m *Mount) loadedDirsLocked() []*entry {
-	var out []*entry
-	var walk func(d *entry)
-	walk = func(d *entry) {
+// holds t.mu.
+func (t *Tree) loadedDirsLocked() []*Entry {
+	var out []*Entry
+	var walk func(d *Entry)
+	walk = func(d *Entry) {
 		if d.children == nil {
 			return
 		}
@@ -267,14 +295,14 @@ func (m *Mount) loadedDirsLocked() []*entry {
 			}
 		}
 	}
-	walk(m.root)
+	walk(t.root)
 	return out
 }
 
 // deepestLoadedLocked is the deepest cached directory on the way to the
-// directory that holds p: below it nothing is cached. Caller holds m.mu.
-func (m *Mount) deepestLoadedLocked(p string) *entry {
-	d := m.root
+// directory that holds p: below it nothing is cached. Caller holds t.mu.
+func (t *Tree) deepestLoadedLocked(p string) *Entry {
+	d := t.root
 	if d.children == nil {
 		return nil
 	}
@@ -296,55 +324,58 @@ func (m *Mount) deepestLoadedLocked(p string) *entry {
 // vault: first every new or moved name in every directory, then the
 // removals, so that an entry that moved between two of them is moved,
 // not dropped. The file data of the files involved is locked throughout,
-// as a commit would. Caller holds m.nsMu exclusively.
-func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
-	locked := m.lockData(got)
+// as a commit would. Caller holds t.nsMu exclusively.
+func (t *Tree) apply(got map[*Entry]*listing) (notes []Note, relinked map[*Entry]struct{}) {
+	locked := t.lockData(got)
 	defer func() {
 		for d := range locked {
 			d.mu.Unlock()
 		}
 	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var notes []kernelNote
-	replaced := map[*entry][]place{}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fromVault := map[*Entry]bool{} // given the vault's attributes by a listing
+	relinked = map[*Entry]struct{}{}
+	replaced := map[*Entry][]place{}
 	for d, l := range got {
-		if l.gone || !m.currentLocked(d) || d.children == nil {
+		if l.gone || !t.currentLocked(d) || d.children == nil {
 			continue
 		}
-		dp, ok := m.pathLocked(d)
+		dp, ok := t.pathLocked(d)
 		if !ok {
 			continue
 		}
 		if changed(d, l.self) {
 			d.refresh(l.self)
-			notes = append(notes, kernelNote{path: dp})
+			notes = append(notes, Note{Path: dp})
 		}
 		for _, v := range l.list {
 			c := d.children[v.Name]
 			if c != nil && c.ino == v.Ino {
-				notes = m.refreshLocked(c, v, childPath(dp, v.Name), locked, notes)
+				notes = t.refreshLocked(c, v, childPath(dp, v.Name), locked, notes)
+				fromVault[c] = true
 				continue
 			}
-			n := m.metas[v.Ino]
+			n := t.metas[v.Ino]
+			fromVault[n] = true
 			linked := v.Nlink > 1 && v.Kind != vault.KindDir
 			switch {
 			case n == nil || n.unlinked:
 				n = newEntry(v)
-				m.metas[v.Ino] = n
+				t.metas[v.Ino] = n
 			case linked:
 				// Another name of a hard-linked file: its other
 				// names stay, unless their listings drop them.
-				notes = m.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
+				notes = t.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
 			default:
 				// Moved here from another directory.
 				if op := n.parent; op != nil && op.children != nil && op.children[n.name] == n {
 					delete(op.children, n.name)
-					if opp, ok := m.pathLocked(op); ok {
-						notes = append(notes, kernelNote{path: opp, name: n.name}, kernelNote{path: opp, data: true})
+					if opp, ok := t.pathLocked(op); ok {
+						notes = append(notes, Note{Path: opp, Name: n.name}, Note{Path: opp, Data: true})
 					}
 				}
-				notes = m.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
+				notes = t.refreshLocked(n, v, childPath(dp, v.Name), locked, notes)
 			}
 			if c != nil {
 				replaced[d] = append(replaced[d], place{c, v.Name})
@@ -356,14 +387,14 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 			}
 			d.children[v.Name] = n
 			delete(d.negative, v.Name)
-			notes = append(notes, kernelNote{path: dp, name: v.Name}, kernelNote{path: dp, data: true})
+			notes = append(notes, Note{Path: dp, Name: v.Name}, Note{Path: dp, Data: true})
 		}
 	}
 	for d, l := range got {
-		if l.gone || !m.currentLocked(d) || d.children == nil {
+		if l.gone || !t.currentLocked(d) || d.children == nil {
 			continue
 		}
-		dp, _ := m.pathLocked(d)
+		dp, _ := t.pathLocked(d)
 		names := make(map[string]struct{}, len(l.list))
 		for _, v := range l.list {
 			names[v.Name] = struct{}{}
@@ -373,28 +404,33 @@ func (m *Mount) apply(got map[*entry]*listing) []kernelNote {
 			if _, ok := names[name]; !ok {
 				delete(d.children, name)
 				gone = append(gone, place{c, name})
-				notes = append(notes, kernelNote{path: dp, name: name}, kernelNote{path: dp, data: true})
+				notes = append(notes, Note{Path: dp, Name: name}, Note{Path: dp, Data: true})
 			}
 		}
 		for _, g := range gone {
 			c := g.dir
 			switch {
 			case c.kind != vault.KindDir && d.children[g.name] != c && c.dropPlaceLocked(d, g.name):
-				// One name of a hard-linked file; the others stay.
+				// One name of a hard-linked file; the others stay,
+				// and its link count is read again unless a listing
+				// just gave it.
+				if !fromVault[c] {
+					relinked[c] = struct{}{}
+				}
 			case c.parent == d && d.children[c.name] != c:
-				m.dropLocked(c, locked)
+				t.dropLocked(c, locked)
 			}
 		}
 	}
-	return notes
+	return notes, relinked
 }
 
 // lockData locks the file data of every file the listings in got may
 // touch: the cached children of those directories, and the entries the
-// listings name. The mount holds m.nsMu exclusively, so nobody else holds
+// listings name. The mount holds t.nsMu exclusively, so nobody else holds
 // two of them.
-func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
-	m.mu.Lock()
+func (t *Tree) lockData(got map[*Entry]*listing) map[*fileData]struct{} {
+	t.mu.Lock()
 	set := map[*fileData]struct{}{}
 	for d, l := range got {
 		for _, c := range d.children {
@@ -403,12 +439,12 @@ func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
 			}
 		}
 		for _, v := range l.list {
-			if c := m.metas[v.Ino]; c != nil && c.data != nil {
+			if c := t.metas[v.Ino]; c != nil && c.data != nil {
 				set[c.data] = struct{}{}
 			}
 		}
 	}
-	m.mu.Unlock()
+	t.mu.Unlock()
 	for d := range set {
 		d.mu.Lock()
 	}
@@ -417,7 +453,7 @@ func (m *Mount) lockData(got map[*entry]*listing) map[*fileData]struct{} {
 
 // changed reports whether the vault's attributes of e differ from the
 // cached ones.
-func changed(e *entry, v vault.Entry) bool {
+func changed(e *Entry, v vault.Entry) bool {
 	return e.stale || e.mode != uint32(v.Mode.Perm()) || e.size != v.Size || e.target != v.Target ||
 		e.mtime != v.Mtime.UnixNano() || e.ctime != v.Ctime.UnixNano() || e.nlink != v.Nlink
 }
@@ -425,9 +461,9 @@ func changed(e *entry, v vault.Entry) bool {
 // refreshLocked takes the vault's attributes of c at path p, unless the
 // mount has changes of its own buffered for it (they win when
 // committed). A file whose content changed loses its cached content and
-// pages, and an open one reads the new content. Caller holds m.mu and
+// pages, and an open one reads the new content. Caller holds t.mu and
 // the file data in locked.
-func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fileData]struct{}, notes []kernelNote) []kernelNote {
+func (t *Tree) refreshLocked(c *Entry, v vault.Entry, p string, locked map[*fileData]struct{}, notes []Note) []Note {
 	if !changed(c, v) || (c.data != nil && c.data.dirty) {
 		return notes
 	}
@@ -435,19 +471,19 @@ func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fil
 	c.refresh(v)
 	if c.nlink > 1 && c.kind != vault.KindDir {
 		// A hard-linked file: the kernel may know it by another name.
-		if q, ok := m.pathLocked(c); ok && q != p {
-			notes = append(notes, kernelNote{path: q, data: content})
+		if q, ok := t.pathLocked(c); ok && q != p {
+			notes = append(notes, Note{Path: q, Data: content})
 		}
 		for _, l := range c.links {
-			if dp, ok := m.pathLocked(l.dir); ok {
-				notes = append(notes, kernelNote{path: childPath(dp, l.name), data: content})
+			if dp, ok := t.pathLocked(l.dir); ok {
+				notes = append(notes, Note{Path: childPath(dp, l.name), Data: content})
 			}
 		}
 	}
 	if !content {
-		return append(notes, kernelNote{path: p})
+		return append(notes, Note{Path: p})
 	}
-	m.uncacheLocked(c)
+	t.uncacheLocked(c)
 	c.dropCache = true
 	if d := c.data; d != nil {
 		if _, ok := locked[d]; ok && !d.dirty && !d.orphan {
@@ -455,17 +491,17 @@ func (m *Mount) refreshLocked(c *entry, v vault.Entry, p string, locked map[*fil
 			d.vmtime, d.vctime = c.mtime, c.ctime
 		}
 	}
-	return append(notes, kernelNote{path: p, data: true})
+	return append(notes, Note{Path: p, Data: true})
 }
 
 // dropLocked forgets c, which the vault no longer has, and everything
 // cached below it. An open file keeps its cached content, if any, for
-// its descriptors, as an unlink through the mount does. Caller holds m.mu
+// its descriptors, as an unlink through the mount does. Caller holds t.mu
 // and the file data in locked.
-func (m *Mount) dropLocked(c *entry, locked map[*fileData]struct{}) {
+func (t *Tree) dropLocked(c *Entry, locked map[*fileData]struct{}) {
 	if d := c.data; d != nil && d.opens > 0 {
 		if _, ok := locked[d]; ok && !d.orphan {
-			d.orphan, d.orphanData = true, m.cachedLocked(c)
+			d.orphan, d.orphanData = true, t.cachedLocked(c)
 		}
 	}
 	for name, k := range c.children {
@@ -473,49 +509,25 @@ func (m *Mount) dropLocked(c *entry, locked map[*fileData]struct{}) {
 		case k.kind != vault.KindDir && k.dropPlaceLocked(c, name):
 			// A hard-linked file keeps its names elsewhere.
 		case k.parent == c:
-			m.dropLocked(k, locked)
+			t.dropLocked(k, locked)
 		}
 	}
-	m.removeLocked(c)
+	t.removeLocked(c)
 }
 
-// notify sends notes to the kernel. No lock may be held: the kernel may
-// wait for a request in flight, which may wait for one.
-func (m *Mount) notify(notes []kernelNote) {
+// notify passes notes on to the kernel, each once. No lock may be held:
+// the kernel may wait for a request in flight, which may wait for one.
+func (t *Tree) notify(notes []Note) {
 	if len(notes) == 0 {
 		return
 	}
-	root := m.rootNode.EmbeddedInode()
-	seen := map[kernelNote]bool{}
+	seen := map[Note]bool{}
+	uniq := notes[:0:0]
 	for _, n := range notes {
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
-		in := kernelNode(root, n.path)
-		switch {
-		case in == nil:
-		case n.name != "":
-			in.NotifyEntry(n.name)
-		case n.data:
-			in.NotifyContent(0, 0)
-		default:
-			in.NotifyContent(-1, 0)
+		if !seen[n] {
+			seen[n] = true
+			uniq = append(uniq, n)
 		}
 	}
-}
-
-// kernelNode is the kernel's node for vault path p, or nil if the kernel
-// holds none (then it has nothing cached to forget).
-func kernelNode(root *fs.Inode, p string) *fs.Inode {
-	in := root
-	for _, name := range strings.Split(strings.Trim(p, "/"), "/") {
-		if name == "" {
-			continue
-		}
-		if in = in.GetChild(name); in == nil {
-			return nil
-		}
-	}
-	return in
+	t.kernel.Forget(uniq)
 }

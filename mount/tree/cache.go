@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"container/list"
@@ -19,23 +19,23 @@ const maxCachedFile = 1 << 20
 type contentCache struct {
 	max   int64
 	bytes int64
-	lru   list.List // of *entry, most recent at the front
+	lru   list.List // of *Entry, most recent at the front
 }
 
-// cachedLocked returns e's committed content if cached. Caller holds m.mu.
-func (m *Mount) cachedLocked(e *entry) []byte {
+// cachedLocked returns e's committed content if cached. Caller holds t.mu.
+func (t *Tree) cachedLocked(e *Entry) []byte {
 	if e.cached == nil {
 		return nil
 	}
-	m.cache.lru.MoveToFront(e.cached)
+	t.cache.lru.MoveToFront(e.cached)
 	return e.content
 }
 
-// cacheLocked records data as e's committed content. Caller holds m.mu.
-func (m *Mount) cacheLocked(e *entry, data []byte) {
-	m.uncacheLocked(e)
-	c := &m.cache
-	if int64(len(data)) > min(c.max, maxCachedFile) || !m.currentLocked(e) {
+// cacheLocked records data as e's committed content. Caller holds t.mu.
+func (t *Tree) cacheLocked(e *Entry, data []byte) {
+	t.uncacheLocked(e)
+	c := &t.cache
+	if int64(len(data)) > min(c.max, maxCachedFile) || !t.currentLocked(e) {
 		return
 	}
 	if data == nil {
@@ -47,24 +47,24 @@ func (m *Mount) cacheLocked(e *entry, data []byte) {
 	e.cached = c.lru.PushFront(e)
 	c.bytes += int64(len(data))
 	for c.bytes > c.max {
-		old := c.lru.Back().Value.(*entry)
-		m.uncacheLocked(old)
+		old := c.lru.Back().Value.(*Entry)
+		t.uncacheLocked(old)
 	}
 }
 
-// uncacheLocked forgets e's cached content. Caller holds m.mu.
-func (m *Mount) uncacheLocked(e *entry) {
+// uncacheLocked forgets e's cached content. Caller holds t.mu.
+func (t *Tree) uncacheLocked(e *Entry) {
 	if e.cached == nil {
 		return
 	}
-	m.cache.lru.Remove(e.cached)
-	m.cache.bytes -= int64(len(e.content))
+	t.cache.lru.Remove(e.cached)
+	t.cache.bytes -= int64(len(e.content))
 	e.cached, e.content = nil, nil
 }
 
 // contentAfter renders the content d is about to commit, from the cached
 // committed content, or returns nil when that costs a vault read or more
-// memory than the cache would keep. Caller holds d.mu and m.mu.
+// memory than the cache would keep. Caller holds d.mu and t.mu.
 func (d *fileData) contentAfter(old []byte) []byte {
 	if d.size > maxCachedFile {
 		return nil

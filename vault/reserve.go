@@ -5,10 +5,13 @@ import (
 	"time"
 )
 
-// Helpers for the FUSE mount (package mount), which mirrors the tree in
-// memory, learns about the entries it creates from the transaction that
-// creates them rather than from a second path walk, and may answer a
-// create before committing it.
+// Changes answered before they are committed. A caller that mirrors the
+// tree in memory (mount/tree) answers a create, a chmod or a rename at
+// once and commits it later, in a transaction shared with others: it
+// reserves the inode numbers it hands out (ReserveInos, CreateWithIno),
+// records the time it answered (AtTime) and creates as the process that
+// asked (AsOwner), so that the vault ends up with what the caller was
+// shown.
 
 // NextIno is the inode number that the next entry created in this
 // transaction gets: Mkdir (without parents), Symlink and a WriteFile that
@@ -17,8 +20,8 @@ func (t *Tx) NextIno() uint64 { return uint64(t.v.nextIno) }
 
 // ReserveInos takes n inode numbers out of the vault's sequence without
 // creating anything, and returns the first of them: no later create gets
-// any of first … first+n-1 unless it asks for it with CreateWithIno. The
-// mount reserves numbers so that it can answer a create at once and
+// any of first … first+n-1 unless it asks for it with CreateWithIno. A
+// caller reserves numbers so that it can answer a create at once and
 // commit it later. Numbers reserved and never used are simply skipped.
 func (t *Tx) ReserveInos(n int) uint64 {
 	first := t.v.nextIno
@@ -51,10 +54,9 @@ func (t *Tx) CreateWithIno(ino uint64, create func() error) error {
 }
 
 // AtTime runs fn as if the transaction had started at at: what fn
-// creates or changes gets at as its modification and change time. The
-// mount answers some changes before it commits them, and gives the
-// kernel the time it answered; with AtTime the vault records that same
-// time.
+// creates or changes gets at as its modification and change time. A
+// caller that answers a change before it commits it shows the time it
+// answered; with AtTime the vault records that same time.
 func (t *Tx) AtTime(at time.Time, fn func() error) error {
 	saved := t.now
 	t.now = at.UnixNano()
@@ -63,8 +65,8 @@ func (t *Tx) AtTime(at time.Time, fn func() error) error {
 }
 
 // AsOwner runs fn with uid and gid as the owner of every entry fn creates
-// (in a setgid directory the directory's group, see Inherit). The mount
-// creates entries as the calling process.
+// (in a setgid directory the directory's group, see Inherit). A file
+// system creates entries as the calling process.
 func (t *Tx) AsOwner(uid, gid uint32, fn func() error) error {
 	saved, had := t.owner, t.hasOwner
 	t.owner, t.hasOwner = [2]int64{int64(uid), int64(gid)}, true

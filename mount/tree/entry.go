@@ -1,4 +1,4 @@
-package mount
+package tree
 
 import (
 	"container/list"
@@ -8,23 +8,22 @@ import (
 	"time"
 
 	"github.com/avfs/avfs/vault"
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// rootIno is the vault's root directory, which is also FUSE's root node id.
-const rootIno = 1
+// RootIno is the vault's root directory, which is also FUSE's root node id.
+const RootIno = 1
 
 // errGone answers a request for a node whose entry the mount no longer
 // has: it was removed (the kernel may still hold a name it looked up just
 // before), or Invalidate dropped it (and the kernel looks names up again).
 const errGone = syscall.ENOENT
 
-// entry is the mount's in-memory copy of one vault entry: its attributes,
+// Entry is the mount's in-memory copy of one vault entry: its attributes,
 // where it sits in the tree and, for a directory, its listing once loaded.
 // Lookups and attribute requests are answered from entries without a
 // database query. ino and kind never change; every other field is guarded
 // by Mount.mu.
-type entry struct {
+type Entry struct {
 	ino    uint64
 	kind   vault.Kind
 	mode   uint32 // permission, setuid, setgid and sticky bits
@@ -39,7 +38,7 @@ type entry struct {
 	rdev     uint64
 	nlink    uint32
 
-	parent *entry // nil for the root and for removed entries
+	parent *Entry // nil for the root and for removed entries
 	name   string
 	// links are the other names of a hard-linked non-directory that the
 	// mount knows of (in the directories it loaded); (parent, name) is
@@ -52,7 +51,7 @@ type entry struct {
 	queued    bool // created through the mount, the create still in the queue
 
 	// children is a directory's complete listing, nil until loaded.
-	children map[string]*entry
+	children map[string]*Entry
 	// negative holds names this directory answered ENOENT for, so that
 	// Invalidate can drop the kernel's negative dentries too.
 	negative map[string]struct{}
@@ -64,16 +63,22 @@ type entry struct {
 	// (Mount.cache); cached is its place in the cache's LRU list.
 	content []byte
 	cached  *list.Element
+
+	// key is the content key (vault.Tx.ContentKey) of the file as it was
+	// when its size, mtime and ctime were keySize, keyMtime and
+	// keyCtime: still its key while they are the same (backedLocked).
+	key                         string
+	keySize, keyMtime, keyCtime int64
 }
 
-func newEntry(v vault.Entry) *entry {
-	e := &entry{ino: v.Ino, kind: v.Kind}
+func newEntry(v vault.Entry) *Entry {
+	e := &Entry{ino: v.Ino, kind: v.Kind}
 	e.refresh(v)
 	return e
 }
 
 // refresh copies the vault's view of e's attributes into e.
-func (e *entry) refresh(v vault.Entry) {
+func (e *Entry) refresh(v vault.Entry) {
 	e.mode, e.size, e.target = vault.ModeBits(v.Mode), v.Size, v.Target
 	e.mtime, e.ctime, e.atime = v.Mtime.UnixNano(), v.Ctime.UnixNano(), v.Atime.UnixNano()
 	e.uid, e.gid, e.rdev, e.nlink = v.Uid, v.Gid, v.Rdev, v.Nlink
@@ -82,13 +87,13 @@ func (e *entry) refresh(v vault.Entry) {
 
 // place is one name of an entry: a directory and a name in it.
 type place struct {
-	dir  *entry
+	dir  *Entry
 	name string
 }
 
 // hasPlaceLocked reports whether (d, name) is one of c's names. Caller
-// holds m.mu.
-func (c *entry) hasPlaceLocked(d *entry, name string) bool {
+// holds t.mu.
+func (c *Entry) hasPlaceLocked(d *Entry, name string) bool {
 	if c.parent == d && c.name == name {
 		return true
 	}
@@ -101,8 +106,8 @@ func (c *entry) hasPlaceLocked(d *entry, name string) bool {
 }
 
 // addPlaceLocked records (d, name) as a name of c: its path's, if it has
-// none, else another (a hard link). Caller holds m.mu.
-func (c *entry) addPlaceLocked(d *entry, name string) {
+// none, else another (a hard link). Caller holds t.mu.
+func (c *Entry) addPlaceLocked(d *Entry, name string) {
 	switch {
 	case c.hasPlaceLocked(d, name):
 	case c.parent == nil || c.kind == vault.KindDir:
@@ -113,8 +118,8 @@ func (c *entry) addPlaceLocked(d *entry, name string) {
 }
 
 // dropPlaceLocked forgets (d, name) as a name of c and reports whether c
-// has another one left, which then makes its path. Caller holds m.mu.
-func (c *entry) dropPlaceLocked(d *entry, name string) bool {
+// has another one left, which then makes its path. Caller holds t.mu.
+func (c *Entry) dropPlaceLocked(d *Entry, name string) bool {
 	for i, l := range c.links {
 		if l.dir == d && l.name == name {
 			c.links = append(c.links[:i], c.links[i+1:]...)
@@ -131,8 +136,8 @@ func (c *entry) dropPlaceLocked(d *entry, name string) bool {
 
 // unlinkNameLocked takes name out of directory d after the vault removed
 // it at now: of an entry with other names, just that name (and one
-// link); otherwise the entry (removeLocked). Caller holds m.mu.
-func (m *Mount) unlinkNameLocked(d *entry, name string, c *entry, now time.Time) {
+// link); otherwise the entry (removeLocked). Caller holds t.mu.
+func (t *Tree) unlinkNameLocked(d *Entry, name string, c *Entry, now time.Time) {
 	if c.kind != vault.KindDir && c.dropPlaceLocked(d, name) {
 		if d.children != nil && d.children[name] == c {
 			delete(d.children, name)
@@ -141,14 +146,14 @@ func (m *Mount) unlinkNameLocked(d *entry, name string, c *entry, now time.Time)
 		c.ctime = now.UnixNano()
 		return
 	}
-	m.removeLocked(c)
+	t.removeLocked(c)
 }
 
 // otherNames reports whether c has a name besides the one being removed:
 // then it is not orphaned.
-func (m *Mount) otherNames(c *entry) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (t *Tree) otherNames(c *Entry) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return c.kind != vault.KindDir && len(c.links) > 0
 }
 
@@ -166,8 +171,8 @@ var kindBits = []struct {
 	{vault.KindBlkDev, syscall.S_IFBLK},
 }
 
-// typeBits is the S_IFMT part of the entry's mode.
-func typeBits(k vault.Kind) uint32 {
+// TypeBits is the S_IFMT part of the entry's mode.
+func TypeBits(k vault.Kind) uint32 {
 	for _, kb := range kindBits {
 		if kb.kind == k {
 			return kb.bits
@@ -176,8 +181,8 @@ func typeBits(k vault.Kind) uint32 {
 	return syscall.S_IFREG
 }
 
-// kindOf is the vault kind for the S_IFMT part of a mode (0: a file).
-func kindOf(mode uint32) (vault.Kind, bool) {
+// KindOf is the vault kind for the S_IFMT part of a mode (0: a file).
+func KindOf(mode uint32) (vault.Kind, bool) {
 	t := mode & syscall.S_IFMT
 	if t == 0 {
 		return vault.KindFile, true
@@ -190,20 +195,33 @@ func kindOf(mode uint32) (vault.Kind, bool) {
 	return 0, false
 }
 
-// fillAttr renders e as FUSE attributes. An entry the vault records no
+// Attr is what stat(2) shows of an entry.
+type Attr struct {
+	Ino    uint64
+	Size   uint64
+	Blocks uint64 // of 512 bytes
+	Mode   uint32 // file type and mode bits, as st_mode
+	Nlink  uint32
+	Uid    uint32
+	Gid    uint32
+	Rdev   uint32
+	// Unix nanoseconds.
+	Atime, Mtime, Ctime int64
+}
+
+// fillAttr renders e's attributes. An entry the vault records no
 // owner for belongs to the mounting user. Directories count 2 links plus
 // one per subdirectory, as on ext4.
-func (m *Mount) fillAttr(e *entry, a *fuse.Attr) {
+func (t *Tree) fillAttr(e *Entry, a *Attr) {
 	a.Ino = e.ino
 	a.Size = uint64(e.size)
 	a.Blocks = (uint64(e.size) + 511) / 512
-	a.Blksize = blockSize
-	a.Mode = typeBits(e.kind) | e.mode
+	a.Mode = TypeBits(e.kind) | e.mode
 	a.Nlink = max(e.nlink, 1)
 	if e.unlinked {
 		a.Nlink = 0
 	}
-	a.Uid, a.Gid = m.uid, m.gid
+	a.Uid, a.Gid = t.uid, t.gid
 	if e.uid >= 0 {
 		a.Uid = uint32(e.uid)
 	}
@@ -211,9 +229,7 @@ func (m *Mount) fillAttr(e *entry, a *fuse.Attr) {
 		a.Gid = uint32(e.gid)
 	}
 	a.Rdev = uint32(e.rdev)
-	a.Mtime, a.Mtimensec = uint64(e.mtime/1e9), uint32(e.mtime%1e9)
-	a.Atime, a.Atimensec = uint64(e.atime/1e9), uint32(e.atime%1e9)
-	a.Ctime, a.Ctimensec = uint64(e.ctime/1e9), uint32(e.ctime%1e9)
+	a.Mtime, a.Atime, a.Ctime = e.mtime, e.atime, e.ctime
 	if e.data != nil && e.data.dirty {
 		// The kernel now holds attributes that the commit will change
 		// (mtime becomes the commit's time): it is told to drop them.
@@ -222,14 +238,14 @@ func (m *Mount) fillAttr(e *entry, a *fuse.Attr) {
 }
 
 // pathLocked renders e's vault path; ok is false when e is no longer in
-// the tree. Caller holds m.mu.
-func (m *Mount) pathLocked(e *entry) (string, bool) {
-	if e == m.root {
+// the tree. Caller holds t.mu.
+func (t *Tree) pathLocked(e *Entry) (string, bool) {
+	if e == t.root {
 		return "/", true
 	}
 	var names []string
 	n := 0
-	for p := e; p != m.root; p = p.parent {
+	for p := e; p != t.root; p = p.parent {
 		if p == nil || p.unlinked {
 			return "", false
 		}
@@ -245,12 +261,12 @@ func (m *Mount) pathLocked(e *entry) (string, bool) {
 	return b.String(), true
 }
 
-// path is pathLocked for callers without m.mu. The result stays valid as
-// long as the caller holds m.nsMu, which every namespace change takes.
-func (m *Mount) path(e *entry) (string, syscall.Errno) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p, ok := m.pathLocked(e)
+// path is pathLocked for callers without t.mu. The result stays valid as
+// long as the caller holds t.nsMu, which every namespace change takes.
+func (t *Tree) path(e *Entry) (string, syscall.Errno) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.pathLocked(e)
 	if !ok {
 		return "", syscall.ENOENT
 	}
@@ -267,71 +283,71 @@ func childPath(dir, name string) string {
 
 // entry returns the current entry for ino, or nil when the mount no longer
 // knows it (removed, or dropped by Invalidate).
-func (m *Mount) entry(ino uint64) *entry {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.metas[ino]
+func (t *Tree) entry(ino uint64) *Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.metas[ino]
 }
 
 // current reports whether e is still the mount's entry for its inode.
-func (m *Mount) currentLocked(e *entry) bool { return m.metas[e.ino] == e }
+func (t *Tree) currentLocked(e *Entry) bool { return t.metas[e.ino] == e }
 
 // attr returns e's attributes, reading them again from the vault first if
 // Invalidate marked them stale.
-func (m *Mount) attr(ctx context.Context, e *entry, a *fuse.Attr) syscall.Errno {
-	m.mu.Lock()
+func (t *Tree) attr(ctx context.Context, e *Entry, a *Attr) syscall.Errno {
+	t.mu.Lock()
 	stale := e.stale
 	if !stale {
-		m.fillAttr(e, a)
+		t.fillAttr(e, a)
 	}
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if !stale {
 		return 0
 	}
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	p, errno := m.path(e)
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
+	p, errno := t.path(e)
 	if errno != 0 {
 		return errno
 	}
-	if err := m.flushHeld(ctx); err != nil {
-		return m.errno("stat", p, err)
+	if err := t.flushHeld(ctx); err != nil {
+		return t.errno("stat", p, err)
 	}
-	st, err := m.v.Stat(ctx, p)
+	st, err := t.v.Stat(ctx, p)
 	if err != nil {
-		return m.errno("stat", p, err)
+		return t.errno("stat", p, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if st.Ino != e.ino {
 		return syscall.ESTALE
 	}
 	e.refresh(st)
-	m.fillAttr(e, a)
+	t.fillAttr(e, a)
 	return 0
 }
 
 // lookup finds name in directory d, loading d's listing from the vault on
 // first use. It answers ENOENT for a missing name and records it, so that
 // Invalidate can tell the kernel to forget the negative entry.
-func (m *Mount) lookup(ctx context.Context, d *entry, name string) (*entry, syscall.Errno) {
-	if errno := m.load(ctx, d); errno != 0 {
+func (t *Tree) lookup(ctx context.Context, d *Entry, name string) (*Entry, syscall.Errno) {
+	if errno := t.load(ctx, d); errno != 0 {
 		return nil, errno
 	}
-	return m.child(d, name)
+	return t.child(d, name)
 }
 
-// lookupHeld is lookup for callers that hold m.nsMu.
-func (m *Mount) lookupHeld(ctx context.Context, d *entry, name string) (*entry, syscall.Errno) {
-	if errno := m.loadHeld(ctx, d); errno != 0 {
+// lookupHeld is lookup for callers that hold t.nsMu.
+func (t *Tree) lookupHeld(ctx context.Context, d *Entry, name string) (*Entry, syscall.Errno) {
+	if errno := t.loadHeld(ctx, d); errno != 0 {
 		return nil, errno
 	}
-	return m.child(d, name)
+	return t.child(d, name)
 }
 
-func (m *Mount) child(d *entry, name string) (*entry, syscall.Errno) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (t *Tree) child(d *Entry, name string) (*Entry, syscall.Errno) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if d.children == nil {
 		// Invalidate ran since the load.
 		return nil, syscall.ESTALE
@@ -350,26 +366,26 @@ func (m *Mount) child(d *entry, name string) (*entry, syscall.Errno) {
 // load reads directory d's listing from the vault unless it is loaded.
 // One read transaction lists the whole directory with every child's
 // attributes, so later lookups in it cost no query.
-func (m *Mount) load(ctx context.Context, d *entry) syscall.Errno {
-	m.mu.Lock()
+func (t *Tree) load(ctx context.Context, d *Entry) syscall.Errno {
+	t.mu.Lock()
 	loaded := d.children != nil
-	m.mu.Unlock()
+	t.mu.Unlock()
 	if loaded {
 		return 0
 	}
 	// Holding nsMu keeps both the path and the listing unchanged until
 	// the listing is installed.
-	m.nsMu.RLock()
-	defer m.nsMu.RUnlock()
-	return m.loadHeld(ctx, d)
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
+	return t.loadHeld(ctx, d)
 }
 
-// loadHeld is load for callers that hold m.nsMu.
-func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
-	m.mu.Lock()
+// loadHeld is load for callers that hold t.nsMu.
+func (t *Tree) loadHeld(ctx context.Context, d *Entry) syscall.Errno {
+	t.mu.Lock()
 	loaded, kind := d.children != nil, d.kind
-	p, ok := m.pathLocked(d)
-	m.mu.Unlock()
+	p, ok := t.pathLocked(d)
+	t.mu.Unlock()
 	switch {
 	case loaded:
 		return 0
@@ -380,12 +396,12 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 	}
 	// Queued access times may stay queued: the children of a directory
 	// not yet loaded were not read through this mount.
-	if err := m.flushForRead(ctx); err != nil {
-		return m.errno("readdir", p, err)
+	if err := t.flushForRead(ctx); err != nil {
+		return t.errno("readdir", p, err)
 	}
 	var self vault.Entry
 	var list []vault.Entry
-	err := m.v.View(ctx, func(tx *vault.Tx) error {
+	err := t.v.View(ctx, func(tx *vault.Tx) error {
 		var err error
 		if self, err = tx.Stat(p); err != nil {
 			return err
@@ -394,11 +410,11 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 		return err
 	})
 	if err != nil {
-		return m.errno("readdir", p, err)
+		return t.errno("readdir", p, err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.currentLocked(d) || self.Ino != d.ino {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.currentLocked(d) || self.Ino != d.ino {
 		return syscall.ESTALE
 	}
 	if d.children != nil {
@@ -407,12 +423,12 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 	if d.stale {
 		d.refresh(self)
 	}
-	d.children = make(map[string]*entry, len(list))
+	d.children = make(map[string]*Entry, len(list))
 	for _, v := range list {
-		c := m.metas[v.Ino]
+		c := t.metas[v.Ino]
 		if c == nil {
 			c = newEntry(v)
-			m.metas[v.Ino] = c
+			t.metas[v.Ino] = c
 		}
 		// An entry already known (created through the mount before
 		// the listing was needed) is newer than the vault's copy. One
@@ -428,10 +444,10 @@ func (m *Mount) loadHeld(ctx context.Context, d *entry) syscall.Errno {
 }
 
 // addChildLocked links a new entry under d, as a create through the mount
-// does. Caller holds m.mu.
-func (m *Mount) addChildLocked(d *entry, name string, c *entry, now time.Time) {
+// does. Caller holds t.mu.
+func (t *Tree) addChildLocked(d *Entry, name string, c *Entry, now time.Time) {
 	c.parent, c.name = d, name
-	m.metas[c.ino] = c
+	t.metas[c.ino] = c
 	if d.children != nil {
 		d.children[name] = c
 	}
@@ -441,7 +457,7 @@ func (m *Mount) addChildLocked(d *entry, name string, c *entry, now time.Time) {
 }
 
 // subdir is what entry c adds to its directory's link count.
-func subdir(c *entry) uint32 {
+func subdir(c *Entry) uint32 {
 	if c.kind == vault.KindDir {
 		return 1
 	}
@@ -450,13 +466,13 @@ func subdir(c *entry) uint32 {
 
 // touch records that a directory's entries changed at now, as the vault
 // does in the same transaction.
-func (e *entry) touch(now time.Time) {
+func (e *Entry) touch(now time.Time) {
 	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
 }
 
 // removeLocked takes c out of the tree after the vault removed it. An open
 // file stays known (unlinked, with no path) until its last handle closes.
-func (m *Mount) removeLocked(c *entry) {
+func (t *Tree) removeLocked(c *Entry) {
 	if c.parent != nil && c.parent.children != nil && c.parent.children[c.name] == c {
 		delete(c.parent.children, c.name)
 	}
@@ -470,13 +486,13 @@ func (m *Mount) removeLocked(c *entry) {
 	}
 	c.parent, c.links = nil, nil
 	c.unlinked = true
-	m.uncacheLocked(c)
+	t.uncacheLocked(c)
 	if c.data == nil || c.data.opens == 0 {
-		if m.metas[c.ino] == c {
-			delete(m.metas, c.ino)
+		if t.metas[c.ino] == c {
+			delete(t.metas, c.ino)
 		}
 		if c.data != nil {
-			delete(m.dirty, c)
+			delete(t.dirty, c)
 		}
 	}
 }
