@@ -37,8 +37,10 @@ func TestExecIsOneTraceAcrossTheFleet(t *testing.T) {
 		t.Fatalf("envelope: status %s, checkpoint %v, trace_id %q; want completed, a checkpoint and a trace id", env.Status, env.Checkpoint, env.TraceID)
 	}
 
-	// One span of each name, all in the envelope's trace.
-	names := []string{"send", "route", "process", "mount", "policy", "checkpoint.save", "exec", "changes"}
+	// One span of each name, all in the envelope's trace; handoff.push is
+	// the snapshot that holds the exec's effects in the fleet before the
+	// envelope is sent (replication at acknowledgement, decisions §30).
+	names := []string{"send", "route", "process", "mount", "policy", "checkpoint.save", "exec", "changes", "handoff.push"}
 	spans := waitForSpans(t, exp, func(s tracetest.SpanStub) bool { return s.SpanContext.TraceID().String() == env.TraceID }, names)
 	if len(spans) != len(names) {
 		t.Fatalf("trace %s has %d spans %v, want exactly %v", env.TraceID, len(spans), spanNames(spans), names)
@@ -51,7 +53,7 @@ func TestExecIsOneTraceAcrossTheFleet(t *testing.T) {
 		t.Fatalf("send has parent %s, want it to be the root", by["send"].Parent.SpanID())
 	}
 	parent := map[string]string{"route": "send", "process": "route",
-		"mount": "process", "policy": "process", "checkpoint.save": "process", "exec": "process", "changes": "process"}
+		"mount": "process", "policy": "process", "checkpoint.save": "process", "exec": "process", "changes": "process", "handoff.push": "process"}
 	for child, p := range parent {
 		if got, want := by[child].Parent.SpanID(), by[p].SpanContext.SpanID(); got != want {
 			t.Errorf("%s: parent span %s, want %s (%s)", child, got, want, p)

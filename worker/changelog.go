@@ -660,13 +660,28 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 	}
 	var from uint64
 	lp, recorded := l.local(ctx, k)
-	valid := false
-	if exists && recorded {
+	valid, ahead := false, false
+	if exists && recorded && (!ok || lp.seq >= hd.LogSeq) {
 		pos, err := v.ChangeSeq(ctx)
 		if err != nil {
 			return false, err
 		}
-		valid = pos == lp.pos && (!ok || lp.seq >= hd.LogSeq)
+		valid = pos == lp.pos
+		if !valid {
+			// The copy changed outside the fleet since its last append
+			// (a local command on this store while the worker was down,
+			// or a change whose append never happened). If nothing was
+			// appended after it either, the copy is ahead of the log,
+			// not apart from it: keep it (dropping it would lose a
+			// change its local caller saw succeed), and let a snapshot
+			// give the fleet what the log lacks (below).
+			last, err := l.lastSeq(ctx, k)
+			if err != nil {
+				return false, err
+			}
+			ahead = lp.seq >= last
+			valid = ahead
+		}
 	}
 	switch {
 	case ok && hd.Deleted:
@@ -705,12 +720,19 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 		b, _ := json.Marshal(e)
 		seq, err := l.append(ctx, k, b)
 		if err == nil {
-			pos, err := v.ChangeSeq(ctx)
-			if err != nil {
-				return exists, err
+			if ahead {
+				// Not recorded as the log's state: the next change, or
+				// this push (once the copy is current at epoch), is kept
+				// by a snapshot.
+				h.schedule(k, pushAction{reason: "takeover"})
+			} else {
+				pos, err := v.ChangeSeq(ctx)
+				if err != nil {
+					return exists, err
+				}
+				l.record(ctx, k, pos, seq)
 			}
-			l.record(ctx, k, pos, seq)
-			l.s.log.Info("change log taken over", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyEpoch, epoch, "seq", seq, "local", valid)
+			l.s.log.Info("change log taken over", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyEpoch, epoch, "seq", seq, "local", valid, "ahead", ahead)
 			return exists, nil
 		}
 		if !errors.Is(err, errLostVault) || try == 5 {
