@@ -816,25 +816,7 @@ func (h *handoff) reconcileLogged(ctx context.Context, k vkey, epoch int64, requ
 	if !exists || ok && hd.Deleted {
 		return nil
 	}
-	if ok && epoch > hd.Epoch {
-		hd.Epoch = epoch
-		b, _ := json.Marshal(hd)
-		if _, err := h.heads.Update(ctx, messages.VaultKey(k.ns, k.vault), b, rev); err != nil {
-			// A push landed since the head was read (the previous owner,
-			// finishing): the next request takes the vault again.
-			h.s.clog.forget(k)
-			return fmt.Errorf("move the head to epoch %d: %w", epoch, err)
-		}
-	}
-	if epoch > 0 {
-		if err := st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
-			return fmt.Errorf("record epoch: %w", err)
-		}
-	}
-	h.mu.Lock()
-	h.checked[k] = epoch
-	h.mu.Unlock()
-	return nil
+	return h.settle(ctx, k, epoch, hd, rev, ok)
 }
 
 // ranInBackground pushes a snapshot of k after a background run changed

@@ -374,17 +374,31 @@ func (h *handoff) reconcile(ctx context.Context, k vkey, epoch int64, requestID 
 			// by a create, or pushed by a fork's source worker.
 			return nil
 		}
-		if ok && epoch > hd.Epoch {
-			hd.Epoch = epoch
-			b, _ := json.Marshal(hd)
-			if _, err := h.heads.Update(ctx, messages.VaultKey(k.ns, k.vault), b, rev); err != nil {
-				return fmt.Errorf("move the head to epoch %d: %w", epoch, err)
-			}
+		return h.settle(ctx, k, epoch, hd, rev, ok)
+	}
+	h.mu.Lock()
+	h.checked[k] = epoch
+	h.mu.Unlock()
+	return nil
+}
+
+// settle ends a reconcile whose copy is now current: the head (hd at
+// revision rev, when ok) moves to epoch, and the store and this worker
+// record that the copy is current at it.
+func (h *handoff) settle(ctx context.Context, k vkey, epoch int64, hd messages.Head, rev uint64, ok bool) error {
+	if ok && epoch > hd.Epoch {
+		hd.Epoch = epoch
+		b, _ := json.Marshal(hd)
+		if _, err := h.heads.Update(ctx, messages.VaultKey(k.ns, k.vault), b, rev); err != nil {
+			// A push landed since the head was read (the previous owner,
+			// finishing): the next request takes the vault again.
+			h.s.clog.forget(k)
+			return fmt.Errorf("move the head to epoch %d: %w", epoch, err)
 		}
-		if epoch > 0 {
-			if err := st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
-				return fmt.Errorf("record epoch: %w", err)
-			}
+	}
+	if epoch > 0 {
+		if err := h.st.SetMeta(ctx, epochKey(k), strconv.FormatInt(epoch, 10)); err != nil {
+			return fmt.Errorf("record epoch: %w", err)
 		}
 	}
 	h.mu.Lock()

@@ -616,7 +616,10 @@ func (t *Tree) checkEmpty(ctx context.Context, c *Entry) syscall.Errno {
 }
 
 // checkRename does the checks of rename(2) that the vault would, so that
-// a rename can be answered before it is committed. Caller holds t.nsMu.
+// a rename can be answered before it is committed, in the vault's order
+// (Tx.Rename): EEXIST for RENAME_NOREPLACE, the victim's type, a
+// directory moved into itself (EINVAL), then the victim's emptiness.
+// Caller holds t.nsMu.
 func (t *Tree) checkRename(ctx context.Context, c, dd *Entry, newName string, victim *Entry, noReplace bool) syscall.Errno {
 	if len(newName) > vault.MaxNameLen {
 		return syscall.ENAMETOOLONG
@@ -632,22 +635,27 @@ func (t *Tree) checkRename(ctx context.Context, c, dd *Entry, newName string, vi
 			return syscall.EISDIR
 		case victim.kind != vault.KindDir && c.kind == vault.KindDir:
 			return syscall.ENOTDIR
-		case victim.kind == vault.KindDir:
-			if errno := t.checkEmpty(ctx, victim); errno != 0 {
-				return errno
-			}
 		}
 	}
-	if c.kind == vault.KindDir {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		for a := dd; a != nil; a = a.parent {
-			if a == c {
-				return syscall.EINVAL // into itself
-			}
-		}
+	if c.kind == vault.KindDir && t.within(dd, c) {
+		return syscall.EINVAL // into itself
+	}
+	if victim != nil && victim.kind == vault.KindDir {
+		return t.checkEmpty(ctx, victim)
 	}
 	return 0
+}
+
+// within says whether d is c or below it.
+func (t *Tree) within(d, c *Entry) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for a := d; a != nil; a = a.parent {
+		if a == c {
+			return true
+		}
+	}
+	return false
 }
 
 // orphaning keeps the committed content of a file that is being unlinked
