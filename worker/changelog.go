@@ -64,7 +64,10 @@ var (
 
 // changelog appends to and replays the fleet's change log.
 type changelog struct {
-	s      *Server
+	s *Server
+	// st is all of the store the log touches: positions in store meta,
+	// a vault's change sequence and settings, dropping a copy.
+	st     copyStore
 	mu     sync.Mutex
 	stream jetstream.Stream // nil: the fleet has no log (set up by an older version)
 	// last is, per vault this worker took over, the sequence of the
@@ -91,7 +94,7 @@ type changelog struct {
 const flushEvery = 100 * time.Millisecond
 
 func newChangelog(s *Server) *changelog {
-	return &changelog{s: s, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{},
+	return &changelog{s: s, st: s.store, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{},
 		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}, modes: map[vkey]string{}}
 }
 
@@ -181,7 +184,7 @@ func (l *changelog) serve(ctx context.Context, c handler.Call, owner messages.Ow
 	if kind == changeLog {
 		// The entry carries the time; its replay uses it too.
 		hctx = vault.WithTime(ctx, now)
-		pre, _ = l.s.store.Vault(k.ns, k.vault).ChangeSeq(ctx)
+		pre, _ = l.st.Vault(k.ns, k.vault).ChangeSeq(ctx)
 	}
 	res, err := handle(hctx)
 	if err != nil {
@@ -272,7 +275,7 @@ func (l *changelog) mode(ctx context.Context, k vkey) string {
 	if ok {
 		return m
 	}
-	e, err := l.s.store.Vault(k.ns, k.vault).Settings(ctx)
+	e, err := l.st.Vault(k.ns, k.vault).Settings(ctx)
 	if err != nil {
 		return vault.ReplicationSync // (not kept: the vault may not exist yet)
 	}
@@ -301,7 +304,7 @@ func (l *changelog) logged(ctx context.Context, k vkey) bool {
 // too large, or when the copy had changes the log does not hold before
 // req (pre: its position then), which the entry's replay would miss.
 func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, res any, owner messages.Owner, now time.Time, pre vault.LogPos) error {
-	st := l.s.store
+	st := l.st
 	pos, err := st.Vault(k.ns, k.vault).ChangeSeq(ctx)
 	if err != nil {
 		return err
@@ -499,7 +502,7 @@ func (l *changelog) local(ctx context.Context, k vkey) (localPos, bool) {
 	if ok {
 		return p, true
 	}
-	v, ok, err := l.s.store.Meta(ctx, logPosKey(k))
+	v, ok, err := l.st.Meta(ctx, logPosKey(k))
 	if err != nil || !ok {
 		return localPos{}, false
 	}
@@ -541,7 +544,7 @@ func (l *changelog) flush(ctx context.Context) {
 	l.unflushed = map[vkey]localPos{}
 	l.mu.Unlock()
 	for k, p := range ps {
-		if err := l.s.store.SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)); err != nil {
+		if err := l.st.SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)); err != nil {
 			l.s.log.Warn("change log: record position (a takeover here pulls the snapshot)", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 		}
 	}
@@ -575,7 +578,7 @@ func (l *changelog) pin(ctx context.Context, k vkey, reason string) (*pin, error
 		p.unlock()
 		return nil, err
 	}
-	pos, err := l.s.store.Vault(k.ns, k.vault).ChangeSeq(ctx)
+	pos, err := l.st.Vault(k.ns, k.vault).ChangeSeq(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -613,7 +616,7 @@ func (l *changelog) landed(ctx context.Context, p *pin) {
 			m.Lock()
 			defer m.Unlock()
 		}
-		pos, err := l.s.store.Vault(p.k.ns, p.k.vault).ChangeSeq(ctx)
+		pos, err := l.st.Vault(p.k.ns, p.k.vault).ChangeSeq(ctx)
 		if lp, ok := l.local(ctx, p.k); err == nil && pos == p.pos && (!ok || lp.seq < p.seq) {
 			l.record(ctx, p.k, pos, p.seq)
 		}
@@ -642,7 +645,7 @@ func (l *changelog) dropped(ctx context.Context, k vkey) {
 	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(messages.LogSubject(k.ns, k.vault))); err != nil {
 		l.s.log.Warn("change log: drop a deleted vault's log", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 	}
-	if err := l.s.store.SetMeta(ctx, logPosKey(k), "0:0:0"); err != nil {
+	if err := l.st.SetMeta(ctx, logPosKey(k), "0:0:0"); err != nil {
 		l.s.log.Warn("change log: drop position", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
 	}
 }
@@ -653,7 +656,7 @@ func (l *changelog) dropped(ctx context.Context, k vkey) {
 // after it.
 func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.Head, ok bool, requestID string) (exists bool, err error) {
 	h := l.s.ho
-	st := l.s.store
+	st := l.st
 	v := st.Vault(k.ns, k.vault)
 	if exists, err = v.Exists(ctx); err != nil {
 		return false, err
@@ -800,7 +803,7 @@ func (h *handoff) reconcileLogged(ctx context.Context, k vkey, epoch int64, requ
 	if err != nil {
 		return err
 	}
-	st := h.s.store
+	st := h.st
 	exists, err := h.s.clog.take(ctx, k, epoch, hd, ok, requestID)
 	if err != nil {
 		return err
