@@ -172,6 +172,24 @@ func serveStore(t testing.TB, nc *nats.Conn, id, home string, st *vault.Store, t
 	return stop
 }
 
+// vaultCaller returns call, which sends op on vault (namespace
+// "default") through c within timeout, and must, which fails the test on
+// a call's error.
+func vaultCaller(t testing.TB, c *client.Client, vault string, timeout time.Duration) (call func(op messages.Op, args, out any) error, must func(error)) {
+	call = func(op messages.Op, args, out any) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return c.Call(ctx, "default", vault, op, args, out)
+	}
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return call, must
+}
+
 func (f *fleet) client() *client.Client {
 	f.t.Helper()
 	c, err := client.New(f.conn())

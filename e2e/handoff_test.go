@@ -27,18 +27,7 @@ func TestHandoffAcrossMachines(t *testing.T) {
 	w1 := f.startWorkerProcess(home1, "m1")
 	f.waitMembers("m1")
 	c := f.client()
-	ctx := context.Background()
-	call := func(op messages.Op, args, out any) error {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		return c.Call(cctx, "default", "hv", op, args, out)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	call, must := vaultCaller(t, c, "hv", 60*time.Second)
 	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
 	must(call(messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("before")}, nil))
 	must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "cp1"}, nil))

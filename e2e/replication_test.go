@@ -140,17 +140,7 @@ func TestAcknowledgedChangesOutliveTheirWorker(t *testing.T) {
 	f.waitMembers("k1")
 	c := f.client()
 	ctx := context.Background()
-	call := func(op messages.Op, args, out any) error {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		return c.Call(cctx, "default", "dur", op, args, out)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	call, must := vaultCaller(t, c, "dur", 60*time.Second)
 	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
 	w2 := f.startWorkerProcess(t.TempDir(), "k2")
 	f.waitMembers("k2")
@@ -318,17 +308,7 @@ func TestReplicationModes(t *testing.T) {
 	f.addWorker("m1")
 	c := f.client()
 	ctx := context.Background()
-	call := func(op messages.Op, args, out any) error {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		return c.Call(cctx, "default", "modes", op, args, out)
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	call, must := vaultCaller(t, c, "modes", 60*time.Second)
 	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
 	var set messages.VaultSettingsResult
 	must(call(messages.OpVaultSettings, nil, &set))
