@@ -147,7 +147,7 @@ func sanitizeToken(s string) string {
 // runWorker serves the store under the config's home as worker id until
 // ctx ends.
 func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
-	o := worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer}
+	o := worker.ServeOptions{ID: id, Logger: a.log, Tracer: a.tracer, Heartbeat: a.cfg.Fleet.Heartbeat, GCInterval: a.cfg.Fleet.GCInterval}
 	if op := os.Getenv(faultExitAfterKeep); op != "" {
 		// A test fault (e2e): the process dies as a SIGKILL would, once
 		// the fleet holds a change of op and before its reply.
@@ -269,7 +269,7 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 	if err := embedded.Setup(ctx, js, t); err != nil {
 		return fail(err)
 	}
-	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log, Tracer: a.tracer})
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: id, Logger: a.log, Tracer: a.tracer, Heartbeat: a.cfg.Fleet.Heartbeat})
 	if err != nil {
 		return fail(err)
 	}
@@ -290,10 +290,14 @@ func (a *app) startFleet(ctx context.Context, listen, id string) (*fleet, error)
 	return f, nil
 }
 
-// tuneRuntime applies runtime.gc_percent and runtime.memory_limit_mb to
-// this process, a long-lived fleet member, unless GOGC or GOMEMLIMIT in
-// the environment already say otherwise.
+// tuneRuntime checks the fleet's timings (fleet.*) and applies
+// runtime.gc_percent and runtime.memory_limit_mb to this process, a
+// long-lived fleet member, unless GOGC or GOMEMLIMIT in the environment
+// already say otherwise.
 func (a *app) tuneRuntime() error {
+	if err := a.cfg.Fleet.Check(); err != nil {
+		return messages.Errorf(messages.CodeInvalidArgument, "%v", err)
+	}
 	r := a.cfg.Runtime
 	if r.GCPercent < 1 {
 		return messages.Errorf(messages.CodeInvalidArgument, "runtime.gc_percent %d: want 1 or more (100 is Go's default)", r.GCPercent)
@@ -313,7 +317,8 @@ func (a *app) tuneRuntime() error {
 // topology is the fleet's stream settings from the config.
 func (a *app) topology() embedded.Topology {
 	n := a.cfg.NATS
-	return embedded.Topology{Replicas: n.Replicas, MaxRequestBytes: n.MaxRequestBytes, DLQMaxBytes: n.DLQ.MaxBytes, DLQMaxAge: n.DLQ.MaxAge}
+	return embedded.Topology{Replicas: n.Replicas, MaxRequestBytes: n.MaxRequestBytes, DLQMaxBytes: n.DLQ.MaxBytes, DLQMaxAge: n.DLQ.MaxAge,
+		MemberTTL: a.cfg.Fleet.MemberTTL}
 }
 
 func (a *app) natsConn(name string) (*nats.Conn, jetstream.JetStream, error) {
@@ -424,7 +429,7 @@ func (a *app) dispatcherCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log, Tracer: a.tracer})
+			d, err := dispatcher.New(cmd.Context(), nc, dispatcher.Options{ID: newWorkerID(), Logger: a.log, Tracer: a.tracer, Heartbeat: a.cfg.Fleet.Heartbeat})
 			if err != nil {
 				return err
 			}

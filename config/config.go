@@ -39,6 +39,41 @@ type Config struct {
 	// the vault's last push).
 	Replication string `mapstructure:"replication"`
 	Mount       Mount  `mapstructure:"mount"`
+	Fleet       Fleet  `mapstructure:"fleet"`
+}
+
+// Fleet tunes membership and upkeep of a fleet (avfs serve, worker,
+// dispatcher). Every worker and dispatcher of a fleet applies these, so
+// set them alike.
+type Fleet struct {
+	// Heartbeat is how often workers and dispatchers put their heartbeat
+	// in the members bucket, and how often a dispatcher looks for dead
+	// workers (it takes a worker for dead on two looks in a row).
+	Heartbeat time.Duration `mapstructure:"heartbeat"`
+	// MemberTTL is the members bucket's TTL: a member is gone this long
+	// after its last heartbeat. At least twice Heartbeat. A SIGKILLed
+	// owner's vaults are served again within about MemberTTL + 2 ×
+	// Heartbeat plus the takeover (BenchmarkFailover).
+	MemberTTL time.Duration `mapstructure:"member_ttl"`
+	// GCInterval is how often a worker runs the fleet's chunk garbage
+	// collection (avfs fleet gc) in the background: each worker tries
+	// once per interval, and the sweep's announcement lets one run at a
+	// time. 0 turns it off.
+	GCInterval time.Duration `mapstructure:"gc_interval"`
+}
+
+// Check refuses fleet timings that would take live workers for dead.
+func (f Fleet) Check() error {
+	if f.Heartbeat <= 0 {
+		return fmt.Errorf("fleet.heartbeat %v: want more than 0", f.Heartbeat)
+	}
+	if f.MemberTTL < 2*f.Heartbeat {
+		return fmt.Errorf("fleet.member_ttl %v: want at least twice fleet.heartbeat (%v)", f.MemberTTL, f.Heartbeat)
+	}
+	if f.GCInterval < 0 {
+		return fmt.Errorf("fleet.gc_interval %v: want 0 (off) or more", f.GCInterval)
+	}
+	return nil
 }
 
 // Mount tunes the FUSE mounts this home serves (avfs mount, exec).
@@ -251,6 +286,9 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("checkpoints.auto_max_age", 7*24*time.Hour)
 	v.SetDefault("quota.mode", "logical")
 	v.SetDefault("replication", "sync")
+	v.SetDefault("fleet.heartbeat", time.Second)
+	v.SetDefault("fleet.member_ttl", 5*time.Second)
+	v.SetDefault("fleet.gc_interval", 24*time.Hour)
 	v.SetDefault("telemetry.exporter", "") // none, unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 	v.SetDefault("telemetry.endpoint", "")
 	v.SetDefault("telemetry.headers", map[string]string{})

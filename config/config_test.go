@@ -76,3 +76,31 @@ func TestSandboxSection(t *testing.T) {
 		t.Fatalf("sandbox vaults: %+v", s.Vaults)
 	}
 }
+
+// TestFleetTimings: the defaults are the failover figures the README
+// states (heartbeat 1 s, members TTL 5 s) with a daily chunk sweep, and
+// timings that would take live workers for dead are refused.
+func TestFleetTimings(t *testing.T) {
+	cfg, _, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := cfg.Fleet; f.Heartbeat != time.Second || f.MemberTTL != 5*time.Second || f.GCInterval != 24*time.Hour {
+		t.Fatalf("fleet defaults %+v, want heartbeat 1s, member_ttl 5s, gc_interval 24h", f)
+	}
+	if err := cfg.Fleet.Check(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for _, bad := range []Fleet{
+		{Heartbeat: 0, MemberTTL: time.Second},
+		{Heartbeat: time.Second, MemberTTL: 1500 * time.Millisecond},
+		{Heartbeat: time.Second, MemberTTL: 5 * time.Second, GCInterval: -time.Second},
+	} {
+		if err := bad.Check(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	if err := (Fleet{Heartbeat: 200 * time.Millisecond, MemberTTL: time.Second}).Check(); err != nil {
+		t.Errorf("a fast fleet's timings refused: %v", err)
+	}
+}

@@ -43,11 +43,16 @@ type Options struct {
 	// Tracer records a route span per request, child of the sender's
 	// span; nil means no tracing.
 	Tracer trace.TracerProvider
+	// Heartbeat is how often the dispatcher heartbeats and looks for
+	// dead workers (config fleet.heartbeat); default
+	// messages.HeartbeatInterval.
+	Heartbeat time.Duration
 }
 
 // Dispatcher routes requests to workers.
 type Dispatcher struct {
 	id      string
+	beat    time.Duration // heartbeat and rescue interval
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	members jetstream.KeyValue
@@ -80,6 +85,9 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = messages.HeartbeatInterval
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -100,7 +108,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("approvals bucket: %w", err)
 	}
-	return &Dispatcher{id: o.ID, nc: nc, js: js, members: members, owners: owners, catalog: catalog, approvals: approvals, log: o.Logger.With("dispatcher", o.ID),
+	return &Dispatcher{id: o.ID, beat: o.Heartbeat, nc: nc, js: js, members: members, owners: owners, catalog: catalog, approvals: approvals, log: o.Logger.With("dispatcher", o.ID),
 		tracer: telemetry.Provider(o.Tracer).Tracer("github.com/avfs/avfs/dispatcher"), suspects: map[string]bool{}}, nil
 }
 
@@ -127,7 +135,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return err
 	}
 	defer cc.Stop()
-	t := time.NewTicker(messages.HeartbeatInterval)
+	t := time.NewTicker(d.beat)
 	defer t.Stop()
 	d.heartbeat(ctx)
 	for {
@@ -390,7 +398,7 @@ func (d *Dispatcher) decide(ctx context.Context, msg jetstream.Msg, ns, vault *s
 func (d *Dispatcher) liveWorkers(ctx context.Context) ([]messages.Member, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if time.Since(d.liveRead) < time.Second && len(d.live) > 0 {
+	if time.Since(d.liveRead) < min(time.Second, d.beat) && len(d.live) > 0 {
 		return d.live, nil
 	}
 	keys, err := d.members.ListKeys(ctx)

@@ -304,3 +304,93 @@ func BenchmarkChunkGC(b *testing.B) {
 	b.ReportMetric(sweep.Seconds()*1000/float64(b.N), "sweep-ms")
 	b.ReportMetric(float64(deleted)/float64(b.N), "deleted/op")
 }
+
+// TestPeriodicChunkGC: workers with fleet.gc_interval set sweep the chunk
+// bucket on their own. A deleted vault's chunks go without anyone running
+// `avfs fleet gc`, every live head stays whole, and of two workers one
+// look per interval sweeps (the claim on the GC state): the marks
+// generation grows by one per sweep that found garbage, never by two for
+// the same garbage.
+func TestPeriodicChunkGC(t *testing.T) {
+	f := startFleet(t)
+	const every = 2 * time.Second
+	for _, id := range []string{"pa", "pb"} {
+		st, err := vault.Open(context.Background(), filepath.Join(t.TempDir(), "store.db"), vault.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		serveStore(t, f.conn(), id, t.TempDir(), st, nil, nil, func(o *worker.ServeOptions) {
+			o.GCInterval, o.GCSettle = every, time.Second
+		})
+	}
+	f.waitMembers("pa", "pb")
+	ctx := context.Background()
+	c := f.client()
+	js, _ := jetstream.New(f.conn())
+	call, must := vaultCaller(t, c, "pgone", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	content := make([]byte, 300<<10)
+	rand.Read(content)
+	must(call(messages.OpWrite, messages.WriteArgs{Path: "/g.bin", Content: content}, nil))
+	must(call(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "g1"}, nil))
+	waitPushed(t, js, "default", "pgone", "g1")
+	keep, mustKeep := vaultCaller(t, c, "pkeep", 60*time.Second)
+	mustKeep(keep(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	mustKeep(keep(messages.OpWrite, messages.WriteArgs{Path: "/k.txt", Content: []byte("kept")}, nil))
+	mustKeep(keep(messages.OpCheckpointSave, messages.CheckpointArgs{Name: "k1"}, nil))
+	waitPushed(t, js, "default", "pkeep", "k1")
+	before, _, err := worker.LiveChunks(ctx, js)
+	must(err)
+	must(call(messages.OpVaultDelete, nil, nil))
+	after, _, err := worker.LiveChunks(ctx, js)
+	must(err)
+	var garbage []string
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			garbage = append(garbage, k)
+		}
+	}
+	if len(garbage) < 3 {
+		t.Fatalf("deleting pgone freed %d chunks, want its 300 KiB file's", len(garbage))
+	}
+	kv, err := js.KeyValue(ctx, messages.BucketChunks)
+	must(err)
+	poll.Until(t, 90*time.Second, "the deleted vault's chunks swept by the workers", func() (bool, error) {
+		for _, k := range garbage {
+			if _, err := kv.Get(ctx, k); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return false, fmt.Errorf("chunk %s: %v", k, err)
+			}
+		}
+		return true, nil
+	})
+	checkHeadsWhole(t, js)
+	// A later look finds no garbage and leaves the generation alone.
+	gen := func() (g gcGen) {
+		e, err := kv.Get(ctx, messages.ChunkGCKey)
+		must(err)
+		must(json.Unmarshal(e.Value(), &g))
+		return g
+	}
+	first := gen()
+	if first.Gen != 1 {
+		t.Fatalf("GC state after the deleted vault's sweep: %+v, want generation 1", first)
+	}
+	poll.Until(t, 60*time.Second, "a periodic look after the sweep", func() (bool, error) {
+		g := gen()
+		return g.Checked.After(first.Since), fmt.Errorf("state %+v", g)
+	})
+	if g := gen(); g.Gen != 1 || g.Deleting {
+		t.Fatalf("GC state after looks with no garbage: %+v, want generation 1, not deleting", g)
+	}
+	var cat messages.CatResult
+	mustKeep(keep(messages.OpCat, messages.PathArgs{Path: "/k.txt"}, &cat))
+}
+
+// gcGen is the part of the GC state (messages.ChunkGCKey) tests read.
+type gcGen struct {
+	Gen      uint64    `json:"gen"`
+	Deleting bool      `json:"deleting"`
+	Since    time.Time `json:"since"`
+	Checked  time.Time `json:"checked"`
+}

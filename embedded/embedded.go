@@ -62,6 +62,10 @@ type Topology struct {
 	// dead letters go first.
 	DLQMaxBytes int64
 	DLQMaxAge   time.Duration
+	// MemberTTL is the members bucket's TTL (config fleet.member_ttl):
+	// a worker is gone this long after its last heartbeat. Default
+	// messages.MemberTTL.
+	MemberTTL time.Duration
 }
 
 // Topology defaults (docs/protocol.md, "Limits").
@@ -85,6 +89,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	}
 	if t.DLQMaxAge <= 0 {
 		t.DLQMaxAge = DefaultDLQMaxAge
+	}
+	if t.MemberTTL <= 0 {
+		t.MemberTTL = messages.MemberTTL
 	}
 	streams := []jetstream.StreamConfig{
 		{Name: messages.StreamRequests, Subjects: []string{messages.SubjectRequest + ".>"}, Retention: jetstream.WorkQueuePolicy,
@@ -111,7 +118,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketMembers, TTL: messages.MemberTTL, Replicas: t.Replicas}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketMembers, TTL: t.MemberTTL, Replicas: t.Replicas}); err != nil {
 		return fmt.Errorf("bucket %s: %w", messages.BucketMembers, err)
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: messages.BucketOwners, Replicas: t.Replicas}); err != nil {

@@ -98,6 +98,9 @@ type gcState struct {
 	Since    time.Time `json:"since,omitzero"`
 	Until    time.Time `json:"until,omitzero"`
 	By       string    `json:"by,omitempty"`
+	// Checked is when a periodic look last counted the unreferenced
+	// chunks (periodicgc.go), whether it swept or not.
+	Checked time.Time `json:"checked,omitzero"`
 }
 
 // marksGen is the generation that marks are made and trusted under, and

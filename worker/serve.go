@@ -62,6 +62,17 @@ type ServeOptions struct {
 	// SweepEvery is how often the worker deletes the expired vaults it
 	// owns (expire.go); default 5 s.
 	SweepEvery time.Duration
+	// Heartbeat is how often the worker puts its heartbeat in the
+	// members bucket (config fleet.heartbeat); default
+	// messages.HeartbeatInterval. It must be well under the bucket's TTL.
+	Heartbeat time.Duration
+	// GCInterval, when set, runs the fleet's chunk garbage collection
+	// in the background about this often (config fleet.gc_interval;
+	// periodicgc.go); 0 never does.
+	GCInterval time.Duration
+	// GCSettle is the periodic sweep's settle time (ChunkGCOptions);
+	// default DefaultChunkGCSettle. Tests shorten it.
+	GCSettle time.Duration
 }
 
 // Server serves the requests a dispatcher forwards to one worker id.
@@ -134,6 +145,9 @@ func NewServer(nc *nats.Conn, n *node.Node, o ServeOptions) (*Server, error) {
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = defaultSweepEvery
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = messages.HeartbeatInterval
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -238,7 +252,11 @@ func (s *Server) Run(ctx context.Context) error {
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); s.sweepExpired(sctx) }()
 	defer func() { scancel(); <-sdone }()
-	hb := time.NewTicker(messages.HeartbeatInterval)
+	gctx, gcancel := context.WithCancel(ctx)
+	gdone := make(chan struct{})
+	go func() { defer close(gdone); s.collectPeriodically(gctx) }()
+	defer func() { gcancel(); <-gdone }()
+	hb := time.NewTicker(s.o.Heartbeat)
 	defer hb.Stop()
 	s.heartbeat(ctx)
 	stopDirect, err := s.serveDirect() // direct.go
