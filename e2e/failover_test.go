@@ -52,13 +52,24 @@ func binary(t testing.TB) string {
 // startWorkerProcess runs `avfs worker` as its own process on home.
 func (f *fleet) startWorkerProcess(home, id string, env ...string) *exec.Cmd {
 	f.t.Helper()
-	cmd := exec.Command(binary(f.t), "worker", "--nats", f.url, "--home", home, "--id", id)
+	cmd, err := f.startWorkerProcessOn(f.url, home, id, env...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cmd
+}
+
+// startWorkerProcessOn runs `avfs worker` as its own process on home,
+// connected to the NATS server at url, with the fleet's timings; it may
+// be called from any goroutine.
+func (f *fleet) startWorkerProcessOn(url, home, id string, env ...string) (*exec.Cmd, error) {
+	cmd := exec.Command(binary(f.t), "worker", "--nats", url, "--home", home, "--id", id)
 	cmd.Stderr = os.Stderr
-	if len(env) > 0 {
+	if env = append(f.timingEnv(), env...); len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
+		return nil, err
 	}
 	f.t.Cleanup(func() {
 		// Gracefully if it still runs, so it unmounts; then clear any
@@ -74,7 +85,7 @@ func (f *fleet) startWorkerProcess(home, id string, env ...string) *exec.Cmd {
 		}
 		detachMountsUnder(home)
 	})
-	return cmd
+	return cmd, nil
 }
 
 // killWorker kills a worker process started by startWorkerProcess with

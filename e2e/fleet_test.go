@@ -35,6 +35,10 @@ type fleet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	tp     trace.TracerProvider // given to every part of the fleet; nil = none
+	// beat and ttl, when set, are the fleet's heartbeat and members TTL
+	// (config fleet.heartbeat, fleet.member_ttl): the dispatcher's and
+	// the worker processes' (withTimings).
+	beat, ttl time.Duration
 }
 
 // fleetOption tunes startFleet.
@@ -42,6 +46,23 @@ type fleetOption func(*fleet)
 
 // withTracer gives the dispatcher, the workers and the clients tp.
 func withTracer(tp trace.TracerProvider) fleetOption { return func(f *fleet) { f.tp = tp } }
+
+// withTimings gives the fleet a heartbeat and members TTL of its own, as
+// an operator sets fleet.heartbeat and fleet.member_ttl: the kill tests
+// use short ones so that a round does not wait out the default failover
+// (which BenchmarkFailover measures).
+func withTimings(beat, ttl time.Duration) fleetOption {
+	return func(f *fleet) { f.beat, f.ttl = beat, ttl }
+}
+
+// timingEnv is the environment that gives a worker process the fleet's
+// timings (none when the fleet keeps the defaults).
+func (f *fleet) timingEnv() []string {
+	if f.beat == 0 {
+		return nil
+	}
+	return []string{"AVFS_FLEET_HEARTBEAT=" + f.beat.String(), "AVFS_FLEET_MEMBER_TTL=" + f.ttl.String()}
+}
 
 func startFleet(t testing.TB, opts ...fleetOption) *fleet {
 	t.Helper()
@@ -59,10 +80,10 @@ func startFleet(t testing.TB, opts ...fleetOption) *fleet {
 	}
 	nc := f.conn()
 	js, _ := jetstream.New(nc)
-	if err := embedded.Setup(ctx, js, embedded.Topology{}); err != nil {
+	if err := embedded.Setup(ctx, js, embedded.Topology{MemberTTL: f.ttl}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Tracer: f.tp})
+	d, err := dispatcher.New(ctx, nc, dispatcher.Options{ID: "d1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Tracer: f.tp, Heartbeat: f.beat})
 	if err != nil {
 		t.Fatal(err)
 	}

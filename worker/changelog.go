@@ -53,6 +53,13 @@ const maxEntry = 1 << 20
 // trimmed: a takeover then replays at most about this many.
 const snapshotEvery = 5000
 
+// takeoverSnapshot is how many entries a takeover may replay before the
+// new owner pushes a snapshot at once: replaying costs about 1 ms an
+// entry on a loaded 2-core machine, and the next failover would replay
+// them all again (the kill test's takeovers took 3 s by its 20th round
+// without it).
+const takeoverSnapshot = 500
+
 var (
 	// errLostVault: another worker appended to the vault's log; this
 	// one is no longer its owner.
@@ -709,11 +716,14 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 	if err != nil {
 		return exists, err
 	}
+	replayed := 0
 	for try := 1; ; try++ {
 		if last > from {
-			if err := l.replay(ctx, k, from, last); err != nil {
+			n, err := l.replay(ctx, k, from, last)
+			if err != nil {
 				return exists, err
 			}
+			replayed += n
 		}
 		from = last
 		l.mu.Lock()
@@ -734,6 +744,18 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 					return exists, err
 				}
 				l.record(ctx, k, pos, seq)
+				// The entries replayed count toward the next snapshot:
+				// counted from 0 by each new owner, a log could grow
+				// past snapshotEvery across failovers.
+				l.mu.Lock()
+				l.since[k] = replayed
+				l.mu.Unlock()
+				if replayed >= takeoverSnapshot {
+					l.mu.Lock()
+					l.since[k] = 0
+					l.mu.Unlock()
+					h.schedule(k, pushAction{reason: "takeover"})
+				}
 			}
 			l.s.log.Info("change log taken over", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyEpoch, epoch, "seq", seq, "local", valid, "ahead", ahead)
 			return exists, nil
@@ -749,8 +771,9 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 	}
 }
 
-// replay applies k's entries after from up to last through the handler.
-func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) error {
+// replay applies k's entries after from up to last through the handler,
+// and says how many changes it applied.
+func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) (int, error) {
 	subj := messages.LogSubject(k.ns, k.vault)
 	n := 0
 	for seq := from + 1; seq <= last; {
@@ -759,7 +782,7 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) error
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("read the change log of %s/%s at %d: %w", k.ns, k.vault, seq, err)
+			return n, fmt.Errorf("read the change log of %s/%s at %d: %w", k.ns, k.vault, seq, err)
 		}
 		if m.Sequence > last {
 			break
@@ -767,7 +790,7 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) error
 		seq = m.Sequence + 1
 		var e messages.ChangeEntry
 		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
+			return n, fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
 		}
 		if e.Kind != messages.LogOp || e.Request == nil {
 			continue // an epoch, or a snapshot whose push never landed
@@ -789,7 +812,7 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) error
 	if n > 0 {
 		l.s.log.Info("change log replayed", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "entries", n, "from", from, "to", last)
 	}
-	return nil
+	return n, nil
 }
 
 // reconcileLogged is reconcile for a vault whose changes are logged: the
