@@ -38,11 +38,10 @@ import (
 // seconds; the failover time with the defaults is BenchmarkFailover's.
 
 const (
-	killRounds   = 20
-	killClients  = 8
-	chaosBeat    = 250 * time.Millisecond
-	chaosTTL     = time.Second
-	chaosWorkers = 3
+	killRounds  = 20
+	killClients = 8
+	chaosBeat   = 250 * time.Millisecond
+	chaosTTL    = time.Second
 )
 
 // streamers are clients that each send numbered requests to a vault, one
@@ -180,24 +179,22 @@ func (s *streamers) check(acked []int64) int64 {
 // next round does not wait for it.
 type pool struct {
 	f     *fleet
-	urls  map[string]string // the NATS server each worker connects to
+	url   func(id string) string // the NATS server(s) worker id connects to when it starts
 	homes map[string]string
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
 }
 
-func startPool(f *fleet, urls map[string]string) *pool {
+func startPool(f *fleet, ids []string, url func(id string) string) *pool {
 	f.t.Helper()
-	p := &pool{f: f, urls: urls, homes: map[string]string{}, procs: map[string]*exec.Cmd{}}
-	var ids []string
-	for id, url := range urls {
+	p := &pool{f: f, url: url, homes: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	for _, id := range ids {
 		p.homes[id] = f.t.TempDir()
-		cmd, err := f.startWorkerProcessOn(url, p.homes[id], id)
+		cmd, err := f.startWorkerProcessOn(url(id), p.homes[id], id)
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		p.procs[id] = cmd
-		ids = append(ids, id)
 	}
 	f.waitMembers(ids...)
 	return p
@@ -213,13 +210,35 @@ func (p *pool) kill(id string) {
 
 func (p *pool) restart(id string) {
 	p.f.t.Helper()
-	cmd, err := p.f.startWorkerProcessOn(p.urls[id], p.homes[id], id)
+	cmd, err := p.f.startWorkerProcessOn(p.url(id), p.homes[id], id)
 	if err != nil {
 		p.f.t.Fatal(err)
 	}
 	p.mu.Lock()
 	p.procs[id] = cmd
 	p.mu.Unlock()
+}
+
+// revive starts again every worker of the pool whose process exited on
+// its own: one started while a NATS node was down may give up joining
+// (a bucket's leader was not elected within its timeout), as a process
+// supervisor would see it exit and start it again.
+func (p *pool) revive() {
+	p.f.t.Helper()
+	p.mu.Lock()
+	var gone []string
+	for id, cmd := range p.procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+		if _, after, ok := strings.Cut(string(b), ") "); err != nil || ok && strings.HasPrefix(after, "Z") {
+			cmd.Wait()
+			gone = append(gone, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range gone {
+		p.f.t.Logf("worker %s exited on its own: started again", id)
+		p.restart(id)
+	}
 }
 
 // waitOthers waits until a worker other than id heartbeats: the vault
@@ -264,6 +283,7 @@ func runKillRounds(t *testing.T, p *pool, c *client.Client, v string, o killRoun
 	var failovers []time.Duration
 	for round := 1; round <= killRounds; round++ {
 		start := time.Now()
+		p.revive()
 		victim := owner()
 		p.waitOthers(js, victim)
 		s := startStreamers(t, c, v, killClients, round)
@@ -317,11 +337,7 @@ func durations(ds []time.Duration) string {
 // its stored result.
 func TestAcknowledgedChangesOutliveTheirWorker(t *testing.T) {
 	f := startFleet(t, withTimings(chaosBeat, chaosTTL))
-	urls := map[string]string{}
-	for i := range chaosWorkers {
-		urls[fmt.Sprintf("k%d", i+1)] = f.url
-	}
-	p := startPool(f, urls)
+	p := startPool(f, []string{"k1", "k2", "k3"}, func(string) string { return f.url })
 	c := f.client()
 	ctx := context.Background()
 	call, must := vaultCaller(t, c, "dur", 60*time.Second)
@@ -377,7 +393,9 @@ func TestAcknowledgedChangesOutliveTheirWorker(t *testing.T) {
 type natsCluster struct {
 	t       testing.TB
 	opts    []*server.Options
+	mu      sync.Mutex
 	servers []*server.Server
+	down    [3]bool
 }
 
 func startNATSCluster(t testing.TB) *natsCluster {
@@ -431,12 +449,25 @@ func (c *natsCluster) start(i int) {
 	if !ns.ReadyForConnections(20 * time.Second) {
 		c.t.Fatalf("%s did not start in 20 s", o.ServerName)
 	}
-	c.servers[i] = ns
+	c.mu.Lock()
+	c.servers[i], c.down[i] = ns, false
+	c.mu.Unlock()
 }
 
 func (c *natsCluster) stop(i int) {
-	c.servers[i].Shutdown()
-	c.servers[i].WaitForShutdown()
+	c.mu.Lock()
+	ns := c.servers[i]
+	c.down[i] = true
+	c.mu.Unlock()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+}
+
+// running says whether node i runs.
+func (c *natsCluster) running(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.down[i]
 }
 
 // whole waits until every replica of every stream is current: then any
@@ -494,12 +525,21 @@ func TestAcknowledgedChangesOutliveTheirWorkerOnACluster(t *testing.T) {
 	go func() { defer f.wg.Done(); d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); f.wg.Wait() })
 	f.beat, f.ttl = chaosBeat, chaosTTL
-	urls := map[string]string{}
-	for i := range chaosWorkers {
-		urls[fmt.Sprintf("q%d", i+1)] = nc.servers[1].ClientURL()
-	}
 	t.Setenv("AVFS_NATS_REPLICAS", "3") // the workers' setup keeps 3 replicas
-	p := startPool(f, urls)
+	// On n2 while it runs; a worker started again after n2 stopped
+	// connects to the nodes that run.
+	p := startPool(f, []string{"q1", "q2", "q3"}, func(string) string {
+		if nc.running(1) {
+			return nc.servers[1].ClientURL()
+		}
+		var urls []string
+		for i := range nc.servers {
+			if nc.running(i) {
+				urls = append(urls, nc.servers[i].ClientURL())
+			}
+		}
+		return strings.Join(urls, ",")
+	})
 	c := f.client()
 	call, must := vaultCaller(t, c, "cdur", 60*time.Second)
 	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))

@@ -322,14 +322,30 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
+// errCodeWQConsumerNotUnique is JetStream's error for a consumer whose
+// filter overlaps another's on a work-queue stream.
+const errCodeWQConsumerNotUnique jetstream.ErrorCode = 10100
+
 // consume creates this worker's consumer of the work stream and starts
 // taking its messages; lost is signalled when the consumer is deleted.
 func (s *Server) consume(ctx context.Context, lost chan struct{}) (jetstream.ConsumeContext, error) {
+	name := messages.WorkConsumer(s.id)
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, messages.StreamWork, jetstream.ConsumerConfig{
-		Durable: messages.WorkConsumer(s.id), FilterSubject: messages.WorkFilter(s.id),
+		Durable: name, FilterSubject: messages.WorkFilter(s.id),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.o.AckWait, MaxDeliver: s.o.MaxDeliver,
 		MaxAckPending: s.o.Concurrency * 16,
 	})
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWQConsumerNotUnique {
+		// While a NATS node of a cluster stops, the consumer can be
+		// reported missing (the worker took it for deleted) though it
+		// exists, and creating it again conflicts with itself: take it
+		// as it is. (A dispatcher's rescue consumer holding the filter is
+		// not found by this name: the next heartbeat tries again.)
+		if c, gerr := s.js.Consumer(ctx, messages.StreamWork, name); gerr == nil {
+			cons, err = c, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("worker consumer: %w", err)
 	}
