@@ -231,3 +231,59 @@ func TestExecWhoseWorkerDiesBeforeItsReply(t *testing.T) {
 		t.Fatalf("vault on %q (%v), want x2", info.Vault.Worker, err)
 	}
 }
+
+// TestRetriedForkAfterItsSourceOwnerDied: a fork is acknowledged, the
+// source's owner (a worker process with its own store) is SIGKILLed, and
+// the agent, which never saw the reply, sends the fork again with the
+// same request id. It lands on the source's new owner, which answers it
+// from the stored result (not VAULT_EXISTS), and the fork holds the
+// source's files once.
+func TestRetriedForkAfterItsSourceOwnerDied(t *testing.T) {
+	f := startFleet(t, withTimings(chaosBeat, chaosTTL))
+	f1 := f.startWorkerProcess(t.TempDir(), "fk1")
+	f.waitMembers("fk1")
+	c := f.client()
+	call, must := vaultCaller(t, c, "fsrc", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	must(call(messages.OpWrite, messages.WriteArgs{Path: "/a.txt", Content: []byte("in the source")}, nil))
+	f.startWorkerProcess(t.TempDir(), "fk2")
+	f.waitMembers("fk2")
+	req := messages.Request{Op: messages.OpVaultFork, Namespace: "default", Vault: "fsrc", RequestID: "fork-once"}
+	req.Args, _ = json.Marshal(messages.VaultForkArgs{Target: "fdst"})
+	ctx := context.Background()
+	rep, err := c.Do(ctx, req)
+	if err != nil || rep.Error != nil {
+		t.Fatalf("fork: %v %v", err, rep.Error)
+	}
+	var first messages.ForkResult
+	must(json.Unmarshal(rep.Result, &first))
+	killWorker(t, f1)
+	var again messages.ForkResult
+	poll.Until(t, 60*time.Second, "the retried fork answered", func() (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rep, err := c.Do(cctx, req)
+		if err != nil {
+			return false, err // (the fleet is failing over: sent again)
+		}
+		if rep.Error != nil {
+			if rep.Error.Code == messages.CodeUnavailable {
+				return false, rep.Error
+			}
+			t.Fatalf("the retried fork after its source's owner died: %v, want the stored result", rep.Error)
+		}
+		return true, json.Unmarshal(rep.Result, &again)
+	})
+	if again.Vault.Name != "fdst" || again.Vault.Name != first.Vault.Name {
+		t.Fatalf("retried fork answered %+v, first answer %+v", again.Vault, first.Vault)
+	}
+	var cat messages.CatResult
+	if err := c.Call(ctx, "default", "fdst", messages.OpCat, messages.PathArgs{Path: "/a.txt"}, &cat); err != nil || *cat.Content != "in the source" {
+		t.Fatalf("the fork's file: %v", err)
+	}
+	var info messages.VaultResult
+	must(call(messages.OpVaultInfo, nil, &info))
+	if info.Vault.Worker != "fk2" {
+		t.Fatalf("source served by %q, want fk2", info.Vault.Worker)
+	}
+}

@@ -37,11 +37,17 @@ const (
 	// answers. A snapshot entry above the head's LogSeq is one whose push
 	// never landed (its request was not acknowledged): it is skipped.
 	LogSnapshot = "snapshot"
+	// LogResult carries the request log row of a request whose change
+	// is kept elsewhere (a fork: its target, by the target's own
+	// snapshot): a new owner records Result (the store's encoding) under
+	// the request's id and ArgsHash without running anything, so a retry
+	// is answered from it.
+	LogResult = "result"
 )
 
 // ChangeEntry is one entry of a vault's change log.
 type ChangeEntry struct {
-	Kind   string `json:"kind"`   // LogOp, LogEpoch or LogSnapshot
+	Kind   string `json:"kind"`   // LogOp, LogEpoch, LogSnapshot or LogResult
 	Epoch  int64  `json:"epoch"`  // owner epoch (BucketOwners) of the writer
 	Worker string `json:"worker"` // the worker that appended it
 	// Time is the time the change's transactions used (RFC 3339 with
@@ -54,4 +60,7 @@ type ChangeEntry struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Reason says why a snapshot was taken (an op, "background").
 	Reason string `json:"reason,omitempty"`
+	// ArgsHash is the request's argument digest (LogResult), as its
+	// request log row holds it.
+	ArgsHash string `json:"args_hash,omitempty"`
 }

@@ -406,6 +406,33 @@ func (l *changelog) snapshotFor(ctx context.Context, c handler.Call, owner messa
 	return l.snapshot(ctx, k, string(req.Op))
 }
 
+// keepResult appends the request log row of req, a request on k that
+// this worker served and whose change is kept elsewhere (a fork), as a
+// LogResult entry: the next owner of k answers a retry of req from it. A
+// vault whose changes are not logged, or a request without an id, needs
+// none.
+func (l *changelog) keepResult(ctx context.Context, k vkey, req messages.Request, argsHash string) error {
+	if req.RequestID == "" || !l.streamOn() || !l.logged(ctx, k) {
+		return nil
+	}
+	raw, ok, err := l.st.StoredResult(ctx, vault.RequestKey{Namespace: k.ns, Vault: k.vault, ID: req.RequestID, Op: string(req.Op), ArgsHash: argsHash})
+	if err != nil || !ok {
+		return err
+	}
+	m := l.lock(k)
+	m.Lock()
+	defer m.Unlock()
+	o, _ := l.s.owned.Cached(k.ns, k.vault)
+	e := messages.ChangeEntry{Kind: messages.LogResult, Epoch: o.Epoch, Worker: l.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano),
+		Request: &req, Result: raw, ArgsHash: argsHash}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = l.append(ctx, k, b)
+	return err
+}
+
 // snapshot pushes k now (its caller holds k's lock) and fails unless the
 // head names it.
 func (l *changelog) snapshot(ctx context.Context, k vkey, reason string) error {
@@ -791,6 +818,15 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) (int,
 		var e messages.ChangeEntry
 		if err := json.Unmarshal(m.Data, &e); err != nil {
 			return n, fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
+		}
+		if e.Kind == messages.LogResult && e.Request != nil {
+			// A fork's row: its target is a vault of its own, kept by
+			// its snapshot; running the fork again would make it again.
+			rk := vault.RequestKey{Namespace: k.ns, Vault: k.vault, ID: e.Request.RequestID, Op: string(e.Request.Op), ArgsHash: e.ArgsHash}
+			if err := l.st.StoreResult(ctx, rk, e.Result); err != nil && !errors.Is(err, vault.ErrConflict) {
+				return n, fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
+			}
+			continue
 		}
 		if e.Kind != messages.LogOp || e.Request == nil {
 			continue // an epoch, or a snapshot whose push never landed

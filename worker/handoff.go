@@ -69,6 +69,7 @@ type copyStore interface {
 	Vault(ns, name string) *vault.Vault
 	Delete(ctx context.Context, ns, name string, meta vault.Meta) error
 	StoredResult(ctx context.Context, k vault.RequestKey) (result []byte, ok bool, err error)
+	StoreResult(ctx context.Context, k vault.RequestKey, result []byte) error
 }
 
 // chunkStore moves a vault's content by hash: the store's identity, a
@@ -660,10 +661,32 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, a message
 	if err != nil {
 		return fail(messages.CodeUnavailable, "fork %s made, but its owner is unknown: %v; retry the request", a.Target, err)
 	}
+	// The source's next owner answers a retry from the fork's request
+	// log row, which only the source's log can bring it: the target is
+	// kept by its own snapshot, not by the source's log.
+	keep := func() (any, error) {
+		if p.replay {
+			return res, nil // (kept by the first run)
+		}
+		if err := h.s.clog.keepResult(ctx, vkey{req.Namespace, req.Vault}, req, handler.HashArgs(a)); err != nil {
+			return fail(messages.CodeUnavailable, "fork %s made, but its result not replicated: %v; retry the request", a.Target, err)
+		}
+		return res, nil
+	}
 	if !ok || o.Worker == h.s.id {
 		h.markDirty(t)
 		h.current(ctx, t, o.Epoch)
 		h.schedule(t, pushAction{reason: string(req.Op), checkpoint: a.Checkpoint})
+		return keep()
+	}
+	if exists, err := h.st.Vault(t.ns, t.vault).Exists(ctx); err == nil && !exists && p.replay {
+		// A retry answered from the result its first run left in the
+		// source's log, on a worker that never had the fork: the first
+		// run kept it (its snapshot, or its handover).
+		if r, ok := res.(messages.ForkResult); ok {
+			r.Vault.Worker = o.Worker
+			res = r
+		}
 		return res, nil
 	}
 	// A failed push fails the fork for its caller; a retry (same request
@@ -694,7 +717,7 @@ func (h *handoff) afterFork(ctx context.Context, req messages.Request, a message
 		r.Vault.Worker = o.Worker // where the fork now lives
 		res = r
 	}
-	return res, nil
+	return keep()
 }
 
 // warm asks worker w for vault k's info directly, which makes w pull the
