@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/runner"
 	"github.com/avfs/avfs/vault"
 	"github.com/avfs/avfs/worker"
 )
@@ -285,5 +289,62 @@ func TestRetriedForkAfterItsSourceOwnerDied(t *testing.T) {
 	must(call(messages.OpVaultInfo, nil, &info))
 	if info.Vault.Worker != "fk2" {
 		t.Fatalf("source served by %q, want fk2", info.Vault.Worker)
+	}
+}
+
+// TestMountWritesKeptBySnapshots: writes through a worker's mount
+// (mount.start) are held by the fleet from the vault's next snapshot,
+// which the next change through the fleet's API pushes before its reply,
+// and which mount.stop pushes before its reply: the owner, a worker
+// process with its own store, is SIGKILLed after each, and the next owner
+// (another machine) has the mount's files.
+func TestMountWritesKeptBySnapshots(t *testing.T) {
+	f := startFleet(t, withTimings(chaosBeat, chaosTTL))
+	homes := map[string]string{"mk1": t.TempDir(), "mk2": t.TempDir()}
+	procs := map[string]*exec.Cmd{}
+	for id, home := range homes {
+		procs[id] = f.startWorkerProcess(home, id)
+	}
+	f.waitMembers("mk1", "mk2")
+	c := f.client()
+	call, must := vaultCaller(t, c, "mnt", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	owner := func() string {
+		var info messages.VaultResult
+		must(call(messages.OpVaultInfo, nil, &info))
+		return info.Vault.Worker
+	}
+	cat := func(path string) string {
+		var res messages.CatResult
+		must(call(messages.OpCat, messages.PathArgs{Path: path}, &res))
+		return *res.Content
+	}
+	for round, how := range []string{"write", "mount.stop"} {
+		victim := owner()
+		dir := t.TempDir()
+		args := messages.MountArgs{Dir: dir, Machine: runner.MachineID()}
+		must(call(messages.OpMountStart, args, nil))
+		file := fmt.Sprintf("through-the-mount-%d.txt", round)
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(how), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		switch how {
+		case "write":
+			// close(2) returned: committed to the owner's store; the next
+			// change through the fleet pushes the copy, ahead of the log.
+			must(call(messages.OpWrite, messages.WriteArgs{Path: "/api.txt", Content: []byte("api")}, nil))
+		case "mount.stop":
+			must(call(messages.OpMountStop, args, nil))
+		}
+		killWorker(t, procs[victim])
+		syscall.Unmount(dir, syscall.MNT_DETACH) // the dead worker's mount (gone already after mount.stop)
+		if got := cat("/" + file); got != how {
+			t.Fatalf("after %s and the kill of %s: %s holds %q", how, victim, file, got)
+		}
+		if now := owner(); now == victim {
+			t.Fatalf("vault still served by the killed %s", victim)
+		}
+		procs[victim] = f.startWorkerProcess(homes[victim], victim)
+		f.waitMembers(victim)
 	}
 }

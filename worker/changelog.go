@@ -152,13 +152,20 @@ func kindOf(op messages.Op) changeKind {
 		return changeNone
 	}
 	switch op {
-	case messages.OpVaultDelete, messages.OpRunStart, messages.OpRunKill, messages.OpMountStart, messages.OpMountStop,
+	case messages.OpVaultDelete, messages.OpRunStart, messages.OpRunKill, messages.OpMountStart,
 		messages.OpApprovalDeny, messages.OpApprovalGrant, messages.OpTransferOpen, messages.OpVaultPush:
 		// A delete is kept by its tombstone (handoff.afterDelete); a
 		// background run by the snapshot pushed when it ends; a grant by
 		// the snapshot of its held vault (grant.go).
 		return changeNone
 	case messages.OpExec, messages.OpVaultCreate, messages.OpVaultImport, messages.OpVaultFork, messages.OpVaultMerge, messages.OpImportDir:
+		return changeSnapshot
+	case messages.OpMountStop:
+		// The writes made through a worker's mount (mount.start) are
+		// committed to its store at close and fsync, outside the log: the
+		// next snapshot keeps them (the vault's next logged change sees
+		// the copy ahead of the log and pushes one). Ending the mount
+		// pushes one before its reply.
 		return changeSnapshot
 	}
 	return changeLog
