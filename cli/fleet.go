@@ -348,11 +348,40 @@ func (a *app) joinFleet(ctx context.Context, name string) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := embedded.Setup(ctx, js, a.topology()); err != nil {
-		nc.Close()
-		return nil, err
+	// A NATS cluster that just lost a node answers JetStream requests
+	// again once its streams' leaders are elected (seconds): a worker
+	// started meanwhile waits for that, as it would for its own node,
+	// instead of exiting.
+	deadline := time.Now().Add(joinWait)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 4*time.Second) {
+		err := embedded.Setup(ctx, js, a.topology())
+		if err == nil {
+			return nc, nil
+		}
+		if !transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			nc.Close()
+			return nil, err
+		}
+		a.log.Warn("fleet setup: JetStream not answering yet, trying again", telemetry.LogKeyErr, err)
+		select {
+		case <-ctx.Done():
+			nc.Close()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
-	return nc, nil
+}
+
+// joinWait bounds how long a joining worker or dispatcher waits for
+// JetStream to answer its setup.
+const joinWait = 2 * time.Minute
+
+// transient reports a JetStream error worth another try: no answer in
+// time, or no leader to answer yet.
+func transient(err error) bool {
+	var ae *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &ae) && ae.Code == 503
 }
 
 func (a *app) workerCmd() *cobra.Command {
