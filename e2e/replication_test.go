@@ -293,11 +293,13 @@ func TestRetriedForkAfterItsSourceOwnerDied(t *testing.T) {
 }
 
 // TestMountWritesKeptBySnapshots: writes through a worker's mount
-// (mount.start) are held by the fleet from the vault's next snapshot,
-// which the next change through the fleet's API pushes before its reply,
-// and which mount.stop pushes before its reply: the owner, a worker
-// process with its own store, is SIGKILLed after each, and the next owner
-// (another machine) has the mount's files.
+// (mount.start) are held by the fleet from the vault's next snapshot:
+// the one the owner pushes on its own within about a second (its copy is
+// ahead of the log), the one the next change through the fleet's API
+// pushes before its reply, and the one mount.stop pushes before its
+// reply. The owner, a worker process with its own store, is SIGKILLed
+// after each, and the next owner (another machine) has the mount's
+// files.
 func TestMountWritesKeptBySnapshots(t *testing.T) {
 	f := startFleet(t, withTimings(chaosBeat, chaosTTL))
 	homes := map[string]string{"mk1": t.TempDir(), "mk2": t.TempDir()}
@@ -319,7 +321,15 @@ func TestMountWritesKeptBySnapshots(t *testing.T) {
 		must(call(messages.OpCat, messages.PathArgs{Path: path}, &res))
 		return *res.Content
 	}
-	for round, how := range []string{"write", "mount.stop"} {
+	js, _ := jetstream.New(f.conn())
+	heads, err := js.KeyValue(context.Background(), messages.BucketHeads)
+	must(err)
+	headRev := func() uint64 {
+		e, err := heads.Get(context.Background(), messages.VaultKey("default", "mnt"))
+		must(err)
+		return e.Revision()
+	}
+	for round, how := range []string{"nothing", "write", "mount.stop"} {
 		victim := owner()
 		dir := t.TempDir()
 		args := messages.MountArgs{Dir: dir, Machine: runner.MachineID()}
@@ -329,6 +339,13 @@ func TestMountWritesKeptBySnapshots(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch how {
+		case "nothing":
+			// No request: the owner sees its copy ahead of the log and
+			// pushes a snapshot by itself.
+			rev := headRev()
+			poll.Until(t, 30*time.Second, "a snapshot holding the mount's write", func() (bool, error) {
+				return headRev() != rev, nil
+			})
 		case "write":
 			// close(2) returned: committed to the owner's store; the next
 			// change through the fleet pushes the copy, ahead of the log.

@@ -206,8 +206,9 @@ func (s *Server) Run(ctx context.Context) error {
 	// last flush comes after the last one finished.
 	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
 	var cwg sync.WaitGroup
-	cwg.Add(3)
+	cwg.Add(4)
 	go func() { defer cwg.Done(); s.clog.flushLoop(cctx) }()
+	go func() { defer cwg.Done(); s.clog.catchUpLoop(cctx) }()
 	go func() { defer cwg.Done(); s.cat.run(cctx) }()
 	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
 	defer func() { ccancel(); cwg.Wait() }()
