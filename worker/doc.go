@@ -34,7 +34,12 @@
 // (changelog.go, docs/decisions.md §30): appended as a replayable entry,
 // or kept by a snapshot push pinned to a log entry; appends are fenced by
 // the log's expected last sequence, and a new owner applies the head's
-// snapshot and the entries after it.
+// snapshot and the entries after it. A copy that got ahead of its log
+// outside the requests (the worker's own mounts, a background run) is
+// pushed by a loop that looks every second (ahead.go), taking a vault's
+// log lock only when it is free (TryLock). When fleet.gc_interval is set,
+// a loop looks about once per interval whether the fleet's chunk bucket
+// needs a sweep and claims it for this worker (periodicgc.go).
 //
 // Lock order (outermost first); no lock of this package is held across a
 // call into the core, where the runner's locks are taken (see runner),
@@ -52,7 +57,9 @@
 //     orders them.
 //  3. changelog.locks[k], a vault's log lock: held from the handling of a
 //     change to its append (and by a push while it pins and exports the
-//     snapshot); a fork's source's before its new target's.
+//     snapshot, and by the catch-up loop while it pushes); a fork's
+//     source's before its new target's, and taken again by the source's
+//     result entry (keepResult) after the target is kept.
 //  4. handoff.mu and changelog.mu: guard maps (jobs, served, dirty,
 //     checked, locks, stopped, the bucket handles; last, since, pos,
 //     modes). Taken under the locks above, never the reverse; never held
