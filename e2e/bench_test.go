@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"testing"
@@ -64,6 +67,7 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
 		b.Run(path.name+"/throughput", func(b *testing.B) {
+			defer profileSteady(b, path.name)()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := 0; w < callers; w++ {
@@ -78,5 +82,28 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 		})
+	}
+}
+
+// profileSteady writes a CPU profile of the measured loop only (the
+// fleet's start and the vaults' mode switches left out) when
+// AVFS_BENCH_CPUPROFILE names a directory: name.cpu there, for
+// `go tool pprof -top`. (go test's -cpuprofile covers the set-up too.)
+func profileSteady(b *testing.B, name string) func() {
+	dir := os.Getenv("AVFS_BENCH_CPUPROFILE")
+	if dir == "" || b.N < 100 {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".cpu"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -283,6 +284,65 @@ func txTime(ctx context.Context, s *Store) time.Time {
 	return s.now()
 }
 
+// seqsKey carries a SeqSpan (RecordSeqs).
+type seqsKey struct{}
+
+// SeqSpan is what the write transactions committed under one context
+// did to one vault's change sequence (RecordSeqs): the fleet's change
+// log learns from it, without reading the store again, whether a
+// request's change followed the position it logged last.
+type SeqSpan struct {
+	ns, name string
+	mu       sync.Mutex
+	n        int
+	from, to LogPos
+	gap      bool
+}
+
+// RecordSeqs returns a context under which every committed write
+// transaction on vault ns/name notes its change sequence in the
+// returned span.
+func RecordSeqs(ctx context.Context, ns, name string) (context.Context, *SeqSpan) {
+	p := &SeqSpan{ns: ns, name: name}
+	return context.WithValue(ctx, seqsKey{}, p), p
+}
+
+// Span reports the vault's position before the first write transaction
+// committed under the span's context and after the last one. ok is false
+// when none committed, or when they do not follow each other (the vault
+// changed in between by other means, or was replaced): then only a read
+// of the store tells.
+func (p *SeqSpan) Span() (from, to LogPos, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.from, p.to, p.n > 0 && !p.gap
+}
+
+// note records one committed transaction that took the vault from
+// before to after (Vault 0: it did not exist then).
+func (p *SeqSpan) note(before, after LogPos) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case before.Vault == 0 || after.Vault != before.Vault:
+		p.gap = true
+	case p.n == 0:
+		p.from = before
+	case before != p.to:
+		p.gap = true
+	}
+	p.to = after
+	p.n++
+}
+
+// noteSeqs tells ctx's span, if it follows ns/name, about a committed
+// transaction on it.
+func noteSeqs(ctx context.Context, ns, name string, before, after vaultRow) {
+	if p, _ := ctx.Value(seqsKey{}).(*SeqSpan); p != nil && p.ns == ns && p.name == name {
+		p.note(LogPos{Vault: before.id, Seq: before.seq}, LogPos{Vault: after.id, Seq: after.seq})
+	}
+}
+
 // write runs fn in one BEGIN IMMEDIATE transaction on vault ns/name. When
 // load is false the vault need not exist (create, import). With a request
 // id, a result stored earlier for that id is returned instead of running fn
@@ -329,6 +389,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 			return res, false, err
 		}
 	}
+	start := t.v0 // (saveVault moves t.v0)
 	res, err = fn(t)
 	if err != nil {
 		return res, false, err
@@ -368,6 +429,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
 	committed = true
+	noteSeqs(ctx, ns, name, start, t.v)
 	if len(t.events) > 0 {
 		s.notifyAudit()
 	}
