@@ -85,7 +85,7 @@ func (s *Store) Meta(ctx context.Context, key string) (value string, ok bool, er
 // It commits on the writer connection, so that it does not make the
 // writers' cached vault rows stale (see Store.vrows).
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	conn, err := s.begin(ctx)
 	if err != nil {
