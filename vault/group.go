@@ -34,7 +34,7 @@ const maxGroup = 16
 type group struct {
 	members int
 	done    chan struct{} // closed once the group ended
-	err     error          // why it was not committed; set before done closes
+	err     error         // why it was not committed; set before done closes
 }
 
 // member is one writer's part in a group.
