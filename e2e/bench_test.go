@@ -19,8 +19,9 @@ import (
 // through the embedded fleet, by both paths: direct (client → the vault's
 // owner over core NATS → vault → reply) and intake (client → JetStream
 // intake → dispatcher → work stream → worker → vault → reply). For each it
-// reports the p50 latency of one caller and the throughput of 16
-// concurrent callers on 16 vaults, one worker.
+// reports the p50 latency of one caller, the throughput of 16
+// concurrent callers on 16 vaults, one worker, and that of 16 callers on
+// one vault.
 func BenchmarkFleetWrite1KiB(b *testing.B) {
 	f := startFleet(b)
 	f.addWorker("w1")
@@ -76,6 +77,24 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 					defer wg.Done()
 					for i := w; i < b.N; i += callers {
 						write(fmt.Sprintf("b%02d", w), i)
+					}
+				}(w)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+		})
+		// The same 16 callers on one vault, whose requests the worker
+		// serves one at a time.
+		b.Run(path.name+"/throughput-onevault", func(b *testing.B) {
+			defer profileSteady(b, path.name+"-onevault")()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := 0; w < callers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for i := w; i < b.N; i += callers {
+						write("b00", i)
 					}
 				}(w)
 			}
