@@ -98,3 +98,22 @@ func TestConcurrentWritersKeepExactlyWhatWasAcknowledged(t *testing.T) {
 	defer s.Close()
 	check(s, "after a reopen")
 }
+
+// SetMetas stores every key, the later value of a key replacing the
+// earlier.
+func TestSetMetasStoresEveryKey(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	if err := s.SetMetas(ctx, map[string]string{"a": "1", "b": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMetas(ctx, map[string]string{"b": "3", "c": "4"}); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"a": "1", "b": "3", "c": "4"} {
+		got, ok, err := s.Meta(ctx, k)
+		if err != nil || !ok || got != want {
+			t.Errorf("meta %s: %q, %v, %v; want %q", k, got, ok, err, want)
+		}
+	}
+}

@@ -551,10 +551,17 @@ func (l *changelog) flush(ctx context.Context) {
 	ps := l.unflushed
 	l.unflushed = map[vkey]localPos{}
 	l.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	// One transaction for all: each takes the store's writer, and ends
+	// the writers' group commit.
+	kv := make(map[string]string, len(ps))
 	for k, p := range ps {
-		if err := l.st.SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)); err != nil {
-			l.s.log.Warn("change log: record position (a takeover here pulls the snapshot)", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
-		}
+		kv[logPosKey(k)] = fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)
+	}
+	if err := l.st.SetMetas(ctx, kv); err != nil {
+		l.s.log.Warn("change log: record positions (a takeover here pulls the snapshot)", "vaults", len(kv), telemetry.LogKeyErr, err)
 	}
 }
 
