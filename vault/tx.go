@@ -356,6 +356,14 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		s.wmu.Unlock()
 		return res, false, fmt.Errorf("%s: begin: %w", op, err)
 	}
+	left := false
+	defer func() {
+		if !left {
+			// fn panicked: nothing of this writer's is kept, and the
+			// writer lock is not left held.
+			s.leave(m, false)
+		}
+	}()
 	t := &Tx{ctx: ctx, conn: m.conn, s: s, meta: meta, now: txTime(ctx, s).UnixNano(), write: true}
 	var start vaultRow
 	res, replayed, err = func() (res T, replayed bool, err error) {
@@ -427,6 +435,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	}()
 	if err != nil || replayed {
 		// Nothing of this writer's is kept (a replay only read).
+		left = true
 		s.leave(m, false)
 		return res, replayed, err
 	}
@@ -443,6 +452,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	} else if t.v0.id != 0 {
 		delete(s.uniq, t.v0.id) // the vault is gone
 	}
+	left = true
 	if err := s.leave(m, true); err != nil {
 		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
