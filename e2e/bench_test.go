@@ -3,8 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,8 +20,9 @@ import (
 // through the embedded fleet, by both paths: direct (client → the vault's
 // owner over core NATS → vault → reply) and intake (client → JetStream
 // intake → dispatcher → work stream → worker → vault → reply). For each it
-// reports the p50 latency of one caller and the throughput of 16
-// concurrent callers on 16 vaults, one worker.
+// reports the p50 latency of one caller, the throughput of 16
+// concurrent callers on 16 vaults, one worker, and that of 16 callers on
+// one vault.
 func BenchmarkFleetWrite1KiB(b *testing.B) {
 	f := startFleet(b)
 	f.addWorker("w1")
@@ -64,6 +69,8 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
 		b.Run(path.name+"/throughput", func(b *testing.B) {
+			defer profileSteady(b, path.name)()
+			defer cpuPerRequest(b)()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for w := 0; w < callers; w++ {
@@ -78,5 +85,66 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
 		})
+		// The same 16 callers on one vault, whose requests the worker
+		// serves one at a time.
+		b.Run(path.name+"/throughput-onevault", func(b *testing.B) {
+			defer profileSteady(b, path.name+"-onevault")()
+			defer cpuPerRequest(b)()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := 0; w < callers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					for i := w; i < b.N; i += callers {
+						write("b00", i)
+					}
+				}(w)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+		})
+	}
+}
+
+// profileSteady writes a CPU profile of the measured loop only (the
+// fleet's start and the vaults' mode switches left out) when
+// AVFS_BENCH_CPUPROFILE names a directory: name.cpu there, for
+// `go tool pprof -top`. (go test's -cpuprofile covers the set-up too.)
+func profileSteady(b *testing.B, name string) func() {
+	dir := os.Getenv("AVFS_BENCH_CPUPROFILE")
+	if dir == "" || b.N < 100 {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".cpu"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// cpuPerRequest reports the CPU time the whole process (callers,
+// nats-server, dispatcher, worker) spent per request of the measured
+// loop, user and system: unlike req/s it hardly moves with what else
+// the machine runs, and 2 cores divided by it bounds the throughput of
+// this one-process fleet on an idle 2-core machine.
+func cpuPerRequest(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	t0 := cpu()
+	return func() {
+		b.ReportMetric(float64((cpu()-t0).Microseconds())/float64(b.N), "cpu-us/req")
 	}
 }

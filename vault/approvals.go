@@ -49,7 +49,7 @@ func scanApproval(sc interface{ Scan(...any) error }) (Approval, error) {
 
 // PutApproval inserts or replaces an approval.
 func (s *Store) PutApproval(ctx context.Context, a Approval) error {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO approvals(`+approvalCols+`) VALUES(?,?,?,?,?,?,?,?,?)
 		ON CONFLICT(id) DO UPDATE SET status=excluded.status, reason=excluded.reason, result=excluded.result`,
@@ -64,7 +64,7 @@ func (s *Store) PutApproval(ctx context.Context, a Approval) error {
 // atomically, so that two operators granting at once run it only once.
 // It fails with ErrConflict when the approval is not in status from.
 func (s *Store) TransitionApproval(ctx context.Context, id, from, to, reason string) (Approval, error) {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	res, err := s.db.ExecContext(ctx, `UPDATE approvals SET status=?, reason=CASE WHEN ?='' THEN reason ELSE ? END WHERE id=? AND status=?`, to, reason, reason, id, from)
 	if err != nil {

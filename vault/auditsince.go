@@ -85,23 +85,36 @@ func (s *Store) Meta(ctx context.Context, key string) (value string, ok bool, er
 // It commits on the writer connection, so that it does not make the
 // writers' cached vault rows stale (see Store.vrows).
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	s.wmu.Lock()
+	return s.SetMetas(ctx, map[string]string{key: value})
+}
+
+// SetMetas is SetMeta for several keys, in one transaction.
+func (s *Store) SetMetas(ctx context.Context, kv map[string]string) error {
+	if len(kv) == 0 {
+		return nil
+	}
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	conn, err := s.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("set meta %s: begin: %w", key, err)
+		return fmt.Errorf("set meta: begin: %w", err)
 	}
 	st, err := s.writerStmt(ctx, `INSERT INTO meta(key, value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`)
-	if err == nil {
+	for key, value := range kv {
+		if err != nil {
+			break
+		}
 		_, err = st.ExecContext(ctx, key, value)
-		err = mapSQLErr(err)
+		if err = mapSQLErr(err); err != nil {
+			err = fmt.Errorf("%s: %w", key, err)
+		}
 	}
 	if err == nil {
 		err = s.commit(ctx)
 	}
 	if err != nil {
 		s.rollback(conn)
-		return fmt.Errorf("set meta %s: %w", key, err)
+		return fmt.Errorf("set meta: %w", err)
 	}
 	return nil
 }

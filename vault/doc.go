@@ -38,6 +38,14 @@
 //     writes its audit event and, when a request id is given, its request
 //     log entry, so a repeated request returns the stored result.
 //   - A rejected mutation (bad path, quota, conflict) changes nothing.
+//   - A mutation returns only once the transaction holding it committed.
+//     Writers queued behind one another share a transaction (group
+//     commit, group.go), each under its own savepoint, so one's failure
+//     rolls back only its part.
+//
+// Locks: the writer lock (Store.wmu) is taken through queueWriter (a
+// group's writer) or lockWriter (anything else, which commits an open
+// group first), never directly; it comes before stmtMu and auditMu.
 //
 // Vault knows nothing of NATS, FUSE or exec: callers wrap it.
 package vault

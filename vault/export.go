@@ -206,7 +206,7 @@ func syncFile(path string) error {
 func withAttached(ctx context.Context, s *Store, file, alias string, writeMain bool, fn func(c *sql.Conn) error) error {
 	begin := "BEGIN"
 	if writeMain {
-		s.wmu.Lock()
+		s.lockWriter()
 		defer s.wmu.Unlock()
 		begin = "BEGIN IMMEDIATE"
 	}

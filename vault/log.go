@@ -51,7 +51,7 @@ func (v *Vault) ChangeSeq(ctx context.Context) (LogPos, error) {
 	// it was cached: no read transaction (whose pages a busy writer keeps
 	// making stale).
 	s := v.s
-	s.wmu.Lock()
+	s.lockWriter()
 	if s.wconn != nil && s.vrows != nil && s.checkVaultCache(ctx) == nil {
 		if r, ok := s.vrows[[2]string{v.namespace, v.name}]; ok {
 			s.wmu.Unlock()

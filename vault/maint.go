@@ -127,7 +127,7 @@ type CompactResult struct {
 // Writers of this process queue meanwhile; readers go on. It needs free
 // disk space about the size of the database.
 func (s *Store) Compact(ctx context.Context) (CompactResult, error) {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	db, wal := s.fileSizes()
 	r := CompactResult{BeforeBytes: db + wal}

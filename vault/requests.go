@@ -56,7 +56,7 @@ func (s *Store) StoredResult(ctx context.Context, k RequestKey) (result []byte, 
 // StoreResult records result for request k; an id already recorded in
 // k's vault keeps its first result and StoreResult fails with ErrConflict.
 func (s *Store) StoreResult(ctx context.Context, k RequestKey, result []byte) error {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	res, err := s.db.ExecContext(ctx, `INSERT INTO requests(request_id, namespace, vault, op, result, created_at, args_hash) VALUES(?,?,?,?,?,?,?)
 		ON CONFLICT(namespace, vault, request_id) DO NOTHING`,
@@ -75,7 +75,7 @@ func (s *Store) StoreResult(ctx context.Context, k RequestKey, result []byte) er
 // first with approval_required and, once granted, with the run's
 // envelope.
 func (s *Store) ReplaceResult(ctx context.Context, k RequestKey, result []byte) error {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO requests(request_id, namespace, vault, op, result, created_at, args_hash) VALUES(?,?,?,?,?,?,?)
 		ON CONFLICT(namespace, vault, request_id) DO UPDATE SET result=excluded.result WHERE op=excluded.op`,

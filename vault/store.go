@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite "modernc.org/sqlite"
@@ -83,6 +84,11 @@ type Store struct {
 	// quota check (uniqueBound). Any other commit on the vault moves its
 	// sequence and so voids the entry. Guarded by wmu.
 	uniq map[int64]uniqBound
+	// grp is the write transaction left open on wconn for the writers
+	// queued behind its last member (group commit, group.go); nil when
+	// none. Guarded by wmu. wwait counts the writers queued on wmu.
+	grp   *group
+	wwait atomic.Int32
 
 	// hints remembers where hard-linked inodes have names, to move an
 	// inode back out of the hidden directory once it has one name left
@@ -329,7 +335,7 @@ func migrateNodes(ctx context.Context, c *sql.DB, db string) error {
 
 // Close closes the prepared statements and the database.
 func (s *Store) Close() error {
-	s.wmu.Lock()
+	s.lockWriter()
 	s.dropWriter(false)
 	s.wmu.Unlock()
 	s.stmtMu.Lock()

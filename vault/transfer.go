@@ -180,7 +180,7 @@ func (s *Store) Unsent(ctx context.Context, remote string, hs []Hash) ([]Hash, e
 
 // MarkSent records that remote holds the chunks hs.
 func (s *Store) MarkSent(ctx context.Context, remote string, hs []Hash) error {
-	s.wmu.Lock()
+	s.lockWriter()
 	defer s.wmu.Unlock()
 	conn, err := s.begin(ctx)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Store) ID(ctx context.Context) (string, error) {
 	}
 	b := make([]byte, 12)
 	rand.Read(b)
-	s.wmu.Lock()
+	s.lockWriter()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('store_id', ?) ON CONFLICT(key) DO NOTHING`, hex.EncodeToString(b))
 	s.wmu.Unlock()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -283,97 +284,165 @@ func txTime(ctx context.Context, s *Store) time.Time {
 	return s.now()
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction on vault ns/name. When
+// seqsKey carries a SeqSpan (RecordSeqs).
+type seqsKey struct{}
+
+// SeqSpan is what the write transactions committed under one context
+// did to one vault's change sequence (RecordSeqs): the fleet's change
+// log learns from it, without reading the store again, whether a
+// request's change followed the position it logged last.
+type SeqSpan struct {
+	ns, name string
+	mu       sync.Mutex
+	n        int
+	from, to LogPos
+	gap      bool
+}
+
+// RecordSeqs returns a context under which every committed write
+// transaction on vault ns/name notes its change sequence in the
+// returned span.
+func RecordSeqs(ctx context.Context, ns, name string) (context.Context, *SeqSpan) {
+	p := &SeqSpan{ns: ns, name: name}
+	return context.WithValue(ctx, seqsKey{}, p), p
+}
+
+// Span reports the vault's position before the first write transaction
+// committed under the span's context and after the last one. ok is false
+// when none committed, or when they do not follow each other (the vault
+// changed in between by other means, or was replaced): then only a read
+// of the store tells.
+func (p *SeqSpan) Span() (from, to LogPos, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.from, p.to, p.n > 0 && !p.gap
+}
+
+// note records one committed transaction that took the vault from
+// before to after (Vault 0: it did not exist then).
+func (p *SeqSpan) note(before, after LogPos) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case before.Vault == 0 || after.Vault != before.Vault:
+		p.gap = true
+	case p.n == 0:
+		p.from = before
+	case before != p.to:
+		p.gap = true
+	}
+	p.to = after
+	p.n++
+}
+
+// noteSeqs tells ctx's span, if it follows ns/name, about a committed
+// transaction on it.
+func noteSeqs(ctx context.Context, ns, name string, before, after vaultRow) {
+	if p, _ := ctx.Value(seqsKey{}).(*SeqSpan); p != nil && p.ns == ns && p.name == name {
+		p.note(LogPos{Vault: before.id, Seq: before.seq}, LogPos{Vault: after.id, Seq: after.seq})
+	}
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction on vault ns/name
+// (shared with the writers queued meanwhile: group.go), and returns once
+// it is committed. When
 // load is false the vault need not exist (create, import). With a request
 // id, a result stored earlier for that id is returned instead of running fn
 // again, and a new result is stored in the same transaction as fn's changes.
 func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op string, load bool, fn func(t *Tx) (T, error)) (res T, replayed bool, err error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	conn, err := s.begin(ctx)
+	s.queueWriter()
+	m, err := s.join(ctx)
 	if err != nil {
+		s.wmu.Unlock()
 		return res, false, fmt.Errorf("%s: begin: %w", op, err)
 	}
-	committed := false
+	left := false
 	defer func() {
-		if !committed {
-			s.rollback(conn)
+		if !left {
+			// fn panicked: nothing of this writer's is kept, and the
+			// writer lock is not left held.
+			s.leave(m, false)
 		}
 	}()
-	t := &Tx{ctx: ctx, conn: conn, s: s, meta: meta, now: txTime(ctx, s).UnixNano(), write: true}
-	key := RequestKey{Namespace: ns, Vault: name, ID: meta.RequestID, Op: op, ArgsHash: meta.ArgsHash}
-	if meta.RequestID != "" {
-		var storedOp, storedHash string
-		var stored []byte
-		err := t.row(sqlLookupRequest, ns, name, meta.RequestID).Scan(&storedOp, &storedHash, &stored)
-		switch {
-		case err == nil:
-			if err := key.check(storedOp, storedHash); err != nil {
-				return res, false, fmt.Errorf("%s: %w", op, err)
+	t := &Tx{ctx: ctx, conn: m.conn, s: s, meta: meta, now: txTime(ctx, s).UnixNano(), write: true}
+	var start vaultRow
+	res, replayed, err = func() (res T, replayed bool, err error) {
+		key := RequestKey{Namespace: ns, Vault: name, ID: meta.RequestID, Op: op, ArgsHash: meta.ArgsHash}
+		if meta.RequestID != "" {
+			var storedOp, storedHash string
+			var stored []byte
+			err := t.row(sqlLookupRequest, ns, name, meta.RequestID).Scan(&storedOp, &storedHash, &stored)
+			switch {
+			case err == nil:
+				if err := key.check(storedOp, storedHash); err != nil {
+					return res, false, fmt.Errorf("%s: %w", op, err)
+				}
+				if err := json.Unmarshal(stored, &res); err != nil {
+					return res, false, fmt.Errorf("%s: stored result: %w", op, err)
+				}
+				return res, true, nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return res, false, fmt.Errorf("%s: request log: %w", op, mapSQLErr(err))
 			}
-			if err := json.Unmarshal(stored, &res); err != nil {
-				return res, false, fmt.Errorf("%s: stored result: %w", op, err)
-			}
-			return res, true, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return res, false, fmt.Errorf("%s: request log: %w", op, mapSQLErr(err))
 		}
-	}
-	if err := s.checkVaultCache(ctx); err != nil {
-		return res, false, fmt.Errorf("%s: %w", op, err)
-	}
-	if load {
-		if r, ok := s.vrows[[2]string{ns, name}]; ok {
-			t.v, t.v0 = r, r
-		} else if err := t.loadVault(ns, name); err != nil {
+		if err := s.checkVaultCache(ctx); err != nil {
+			return res, false, fmt.Errorf("%s: %w", op, err)
+		}
+		if load {
+			if r, ok := s.vrows[[2]string{ns, name}]; ok {
+				t.v, t.v0 = r, r
+			} else if err := t.loadVault(ns, name); err != nil {
+				return res, false, err
+			}
+		}
+		start = t.v0 // (saveVault moves t.v0)
+		res, err = fn(t)
+		if err != nil {
 			return res, false, err
 		}
-	}
-	res, err = fn(t)
-	if err != nil {
-		return res, false, err
-	}
-	if t.v.id != 0 {
-		if err := t.relinkDue(); err != nil {
+		if t.v.id != 0 {
+			if err := t.relinkDue(); err != nil {
+				return res, false, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		if len(t.toIndex) > 0 {
+			if err := t.flushIndex(); err != nil {
+				return res, false, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		if t.v.id != 0 {
+			// Every committed transaction on a vault is one step of its
+			// change sequence, which mounts follow (log.go).
+			t.v.seq = t.v0.seq + 1
+			if err := t.saveVault(); err != nil {
+				return res, false, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		if err := t.flushEvents(); err != nil {
 			return res, false, fmt.Errorf("%s: %w", op, err)
 		}
-	}
-	if len(t.toIndex) > 0 {
-		if err := t.flushIndex(); err != nil {
-			return res, false, fmt.Errorf("%s: %w", op, err)
+		if meta.RequestID != "" {
+			b, err := json.Marshal(res)
+			if err != nil {
+				return res, false, fmt.Errorf("%s: encode result: %w", op, err)
+			}
+			if _, err := t.exec(`INSERT INTO requests(`+requestCols+`) VALUES(?,?,?,?,?,?,?)`,
+				key.ID, key.Namespace, key.Vault, key.Op, b, t.now, key.ArgsHash); err != nil {
+				return res, false, fmt.Errorf("%s: request log: %w", op, err)
+			}
 		}
-	}
-	if t.v.id != 0 {
-		// Every committed transaction on a vault is one step of its
-		// change sequence, which mounts follow (log.go).
-		t.v.seq = t.v0.seq + 1
-		if err := t.saveVault(); err != nil {
-			return res, false, fmt.Errorf("%s: %w", op, err)
-		}
-	}
-	if err := t.flushEvents(); err != nil {
-		return res, false, fmt.Errorf("%s: %w", op, err)
-	}
-	if meta.RequestID != "" {
-		b, err := json.Marshal(res)
-		if err != nil {
-			return res, false, fmt.Errorf("%s: encode result: %w", op, err)
-		}
-		if _, err := t.exec(`INSERT INTO requests(`+requestCols+`) VALUES(?,?,?,?,?,?,?)`,
-			key.ID, key.Namespace, key.Vault, key.Op, b, t.now, key.ArgsHash); err != nil {
-			return res, false, fmt.Errorf("%s: request log: %w", op, err)
-		}
-	}
-	if err := s.commit(ctx); err != nil {
-		return res, false, fmt.Errorf("%s: commit: %w", op, err)
-	}
-	committed = true
-	if len(t.events) > 0 {
-		s.notifyAudit()
+		return res, false, nil
+	}()
+	if err != nil || replayed {
+		// Nothing of this writer's is kept (a replay only read).
+		left = true
+		s.leave(m, false)
+		return res, replayed, err
 	}
 	// Rows this transaction changed: ns/name's (forget it: fn may have
 	// changed it and moved on, as Fork does, or deleted it) and t.v's,
-	// as saved.
+	// as saved. (Set before the commit, for the writers that join the
+	// group after this one; a group that fails to commit empties them.)
 	delete(s.vrows, [2]string{ns, name})
 	if t.v.id != 0 {
 		s.vrows[[2]string{t.v.namespace, t.v.name}] = t.v
@@ -382,6 +451,14 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		}
 	} else if t.v0.id != 0 {
 		delete(s.uniq, t.v0.id) // the vault is gone
+	}
+	left = true
+	if err := s.leave(m, true); err != nil {
+		return res, false, fmt.Errorf("%s: commit: %w", op, err)
+	}
+	noteSeqs(ctx, ns, name, start, t.v)
+	if len(t.events) > 0 {
+		s.notifyAudit()
 	}
 	return res, false, nil
 }

@@ -194,11 +194,12 @@ func (l *changelog) serve(ctx context.Context, c handler.Call, owner messages.Ow
 	ctx = context.WithValue(ctx, heldKey{}, k)
 	now := time.Now().UTC()
 	hctx := ctx
-	var pre vault.LogPos
+	var span *vault.SeqSpan
 	if kind == changeLog {
-		// The entry carries the time; its replay uses it too.
-		hctx = vault.WithTime(ctx, now)
-		pre, _ = l.st.Vault(k.ns, k.vault).ChangeSeq(ctx)
+		// The entry carries the time; its replay uses it too. The span
+		// tells logOp where the request's transactions took the vault
+		// from and to, without reading the store again.
+		hctx, span = vault.RecordSeqs(vault.WithTime(ctx, now), k.ns, k.vault)
 	}
 	res, err := handle(hctx)
 	if err != nil {
@@ -223,7 +224,7 @@ func (l *changelog) serve(ctx context.Context, c handler.Call, owner messages.Ow
 		m.Unlock()
 		return res, nil
 	case kind == changeLog:
-		commit = func() error { return l.logOp(ctx, k, req, res, owner, now, pre) }
+		commit = func() error { return l.logOp(ctx, k, req, res, owner, now, span) }
 	default:
 		commit = func() error { return l.snapshotFor(ctx, c, owner, mode) }
 	}
@@ -316,12 +317,19 @@ func (l *changelog) logged(ctx context.Context, k vkey) bool {
 
 // logOp appends req's entry, or takes a snapshot when the entry would be
 // too large, or when the copy had changes the log does not hold before
-// req (pre: its position then), which the entry's replay would miss.
-func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, res any, owner messages.Owner, now time.Time, pre vault.LogPos) error {
-	st := l.st
-	pos, err := st.Vault(k.ns, k.vault).ChangeSeq(ctx)
-	if err != nil {
-		return err
+// req (span: where req's transactions took it from and to), which the
+// entry's replay would miss.
+func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, res any, owner messages.Owner, now time.Time, span *vault.SeqSpan) error {
+	pre, pos, spanned := span.Span()
+	if !spanned {
+		// No transaction of req's (a retry answered from the request
+		// log), or not one run of them: the store says where it is, and
+		// anything but "unchanged" is kept by a snapshot.
+		var err error
+		if pos, err = l.st.Vault(k.ns, k.vault).ChangeSeq(ctx); err != nil {
+			return err
+		}
+		pre = vault.LogPos{Vault: -1}
 	}
 	lp, ok := l.local(ctx, k)
 	if ok && lp.pos == pos {
@@ -584,10 +592,17 @@ func (l *changelog) flush(ctx context.Context) {
 	ps := l.unflushed
 	l.unflushed = map[vkey]localPos{}
 	l.mu.Unlock()
+	if len(ps) == 0 {
+		return
+	}
+	// One transaction for all: each takes the store's writer, and ends
+	// the writers' group commit.
+	kv := make(map[string]string, len(ps))
 	for k, p := range ps {
-		if err := l.st.SetMeta(ctx, logPosKey(k), fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)); err != nil {
-			l.s.log.Warn("change log: record position (a takeover here pulls the snapshot)", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
-		}
+		kv[logPosKey(k)] = fmt.Sprintf("%d:%d:%d", p.pos.Vault, p.pos.Seq, p.seq)
+	}
+	if err := l.st.SetMetas(ctx, kv); err != nil {
+		l.s.log.Warn("change log: record positions (a takeover here pulls the snapshot)", "vaults", len(kv), telemetry.LogKeyErr, err)
 	}
 }
 

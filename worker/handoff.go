@@ -66,6 +66,7 @@ type replicaStore interface {
 type copyStore interface {
 	Meta(ctx context.Context, key string) (value string, ok bool, err error)
 	SetMeta(ctx context.Context, key, value string) error
+	SetMetas(ctx context.Context, kv map[string]string) error
 	Vault(ns, name string) *vault.Vault
 	Delete(ctx context.Context, ns, name string, meta vault.Meta) error
 	StoredResult(ctx context.Context, k vault.RequestKey) (result []byte, ok bool, err error)
