@@ -214,8 +214,14 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 			// SETATTR, so it is buffered with the writes that follow:
 			// a write that fails its quota leaves the old content.
 			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
-			Debug:             o.Debug,
-			Logger:            stdlog,
+			// Every READ is answered from memory (fuse.ReadResultData):
+			// go-fuse's splice path would take a pipe, grow it and
+			// write the reply's header into it before finding out it
+			// has no file to splice from, and then write the reply
+			// anyway, four system calls wasted per READ.
+			DisableSplice: true,
+			Debug:         o.Debug,
+			Logger:        stdlog,
 			PanicHandler: func(p any) fuse.Status {
 				m.log.Error("panic in FUSE handler", keyErr, p)
 				return fuse.EIO
