@@ -134,6 +134,7 @@ func dropCaches() {
 func BenchmarkGit(b *testing.B) {
 	ctx := context.Background()
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + b.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	var txs int64
 	for b.Loop() {
 		b.StopTimer()
 		v := testVault(b, vault.Quota{})
@@ -158,6 +159,11 @@ func BenchmarkGit(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		syncMount(b, m)
+		before, err := v.LogPos(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		stop := profileSection()
 		cmd := osexec.Command("sh", "-c", "git init -q && git -c user.email=a@b -c user.name=b -c gc.auto=0 add -A && git -c user.email=a@b -c user.name=b -c gc.auto=0 commit -q -m tree")
@@ -167,9 +173,16 @@ func BenchmarkGit(b *testing.B) {
 		}
 		stop()
 		b.StopTimer()
+		syncMount(b, m)
+		after, err := v.LogPos(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		txs += after.Seq - before.Seq
 		if err := m.Close(); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
+	b.ReportMetric(float64(txs)/float64(b.N), "vault-tx/op")
 }

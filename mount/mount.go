@@ -72,7 +72,7 @@ type Options struct {
 	// rename, in a vault without quotas, instead of committing them
 	// before close(2) returns: a burst of small files (cp -r, git's
 	// objects) then costs one transaction instead of one per file. The
-	// vault API sees the content within the queue's delay (5 ms) or at
+	// vault API sees the content within the queue's delay (20 ms) or at
 	// Sync. A vault with a quota, which may refuse a commit, still
 	// commits at close, so close(2) reports the refusal. For mounts
 	// whose readers Sync first, as the worker does after each command.
@@ -93,7 +93,7 @@ type Options struct {
 	// that the serving process survives one.
 	panicOn string
 	// flushDelay replaces how long a queued change waits for a
-	// transaction to ride on (zero: 5 ms). Tests that assert a create
+	// transaction to ride on (zero: 20 ms). Tests that assert a create
 	// rides on its file's first commit set it long, so a loaded machine
 	// cannot fire the timer between the create and the close.
 	flushDelay time.Duration

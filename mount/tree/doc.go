@@ -27,7 +27,7 @@
 //   - Removals, renames and chmod/utimens, which no quota can refuse, are
 //     checked against the in-memory tree, answered at once and queued; the
 //     queue rides on the next transaction, or is committed alone within
-//     Options.FlushDelay (5 ms), so rm -rf or git's renames cost a
+//     Options.FlushDelay (20 ms), so rm -rf or git's renames cost a
 //     transaction per burst, not per file. Every vault read the tree makes
 //     commits the queue first (a read of file content or of a directory's
 //     first listing leaves access times alone queued, so a cold read of

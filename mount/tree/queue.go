@@ -14,8 +14,13 @@ import (
 )
 
 // defaultFlushDelay is how long a queued change may wait for a
-// transaction to ride on before one is made for it alone.
-const defaultFlushDelay = 5 * time.Millisecond
+// transaction to ride on before one is made for it alone. Each commit
+// rewrites the pages its changes share (the directories', the index's),
+// so fewer, larger bursts cost less: git init + add + commit of 2,000
+// files made 725 transactions at 5 ms and 224 at 20 ms, with 16% less
+// CPU (BenchmarkGit). Nothing waits on it but another reader of the
+// vault, which the tree's own reads, Sync and fsync never make wait.
+const defaultFlushDelay = 20 * time.Millisecond
 
 // change is a create, removal, rename, chmod/utimens or a closed file's
 // content (see Mount.commitLater) that was answered
@@ -197,6 +202,12 @@ func (t *Tree) renameQueued(p string, at time.Time) bool {
 // queued changes carry their paths, and the mount's tree may move on
 // while they commit.
 func (t *Tree) flushLater() {
+	// Wait out a commit in flight first, with the timer still set: the
+	// changes queued meanwhile start no timer of their own, and this
+	// commit takes them all, instead of a commit each for the few that
+	// each timer would find.
+	t.q.tx.Lock()
+	t.q.tx.Unlock()
 	t.q.mu.Lock()
 	t.q.timer = nil
 	t.q.mu.Unlock()
