@@ -224,3 +224,85 @@ func TestTmpfileBounded(t *testing.T) {
 		t.Fatalf("vault root after refused links: %+v, %v", list, err)
 	}
 }
+
+// TestLinkThenUnlink: git puts each object in place with link(2) of its
+// temporary file and unlink(2) of the temporary name. With closes queued
+// the pair reaches the vault as a rename (renameQueued), and leaves what
+// the pair leaves: one name, one link, the inode number, and the times
+// the mount showed, which a new mount shows again. A link into another
+// directory, or one whose names are used in between, stays a link.
+func TestLinkThenUnlink(t *testing.T) {
+	ctx := context.Background()
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{QueueCloses: true, flushDelay: time.Hour})
+	dir := m.Dir()
+	for _, d := range []string{"objects/ab", "other"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncMount(t, m)
+	pos, err := v.LogPos(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(tmp, obj, content string, between func()) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, tmp), []byte(content), 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(dir, tmp), filepath.Join(dir, obj)); err != nil {
+			t.Fatal(err)
+		}
+		if between != nil {
+			between()
+		}
+		if err := os.Remove(filepath.Join(dir, tmp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("objects/ab/tmp_1", "objects/ab/cdef", "blob one", nil)
+	put("objects/ab/tmp_2", "other/moved", "blob two", nil)
+	put("objects/ab/tmp_3", "objects/ab/0123", "blob three", func() {
+		if err := os.Chmod(filepath.Join(dir, "objects/ab/0123"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+	})
+	paths := []string{"objects/ab/cdef", "other/moved", "objects/ab/0123", "objects/ab", "other"}
+	shown := map[string]syscall.Stat_t{}
+	for _, p := range paths {
+		st := statT(t, filepath.Join(dir, p))
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR && st.Nlink != 1 {
+			t.Fatalf("%s: %d links after the unlink of the other name, want 1", p, st.Nlink)
+		}
+		shown[p] = *st
+	}
+	syncMount(t, m)
+	es, err := v.Log(ctx, pos.Vault, pos.Last, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range es {
+		if e.Action == "rename" || e.Action == "link" || e.Action == "remove" {
+			got = append(got, e.Action+" "+e.Path)
+		}
+	}
+	want := []string{"rename /objects/ab/tmp_1", "link /objects/ab/tmp_2", "remove /objects/ab/tmp_2", "link /objects/ab/tmp_3", "remove /objects/ab/tmp_3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("vault log: %q, want %q", got, want)
+	}
+	for i, p := range paths[:3] {
+		if got := vaultFile(t, v, "/"+p); got != []string{"blob one", "blob two", "blob three"}[i] {
+			t.Errorf("vault %s: %q", p, got)
+		}
+	}
+	// A new mount of the vault shows what the first one showed.
+	m2 := mountVault(t, v, Options{})
+	for _, p := range paths {
+		a, b := shown[p], statT(t, filepath.Join(m2.Dir(), p))
+		if a.Ino != b.Ino || a.Nlink != b.Nlink || a.Mode != b.Mode || a.Size != b.Size || a.Mtim != b.Mtim || a.Ctim != b.Ctim {
+			t.Errorf("%s: the mount showed %+v, a new mount shows %+v", p, a, *b)
+		}
+	}
+}

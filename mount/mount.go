@@ -72,7 +72,7 @@ type Options struct {
 	// rename, in a vault without quotas, instead of committing them
 	// before close(2) returns: a burst of small files (cp -r, git's
 	// objects) then costs one transaction instead of one per file. The
-	// vault API sees the content within the queue's delay (5 ms) or at
+	// vault API sees the content within the queue's delay (20 ms) or at
 	// Sync. A vault with a quota, which may refuse a commit, still
 	// commits at close, so close(2) reports the refusal. For mounts
 	// whose readers Sync first, as the worker does after each command.
@@ -93,7 +93,7 @@ type Options struct {
 	// that the serving process survives one.
 	panicOn string
 	// flushDelay replaces how long a queued change waits for a
-	// transaction to ride on (zero: 5 ms). Tests that assert a create
+	// transaction to ride on (zero: 20 ms). Tests that assert a create
 	// rides on its file's first commit set it long, so a loaded machine
 	// cannot fire the timer between the create and the close.
 	flushDelay time.Duration
@@ -214,8 +214,14 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 			// SETATTR, so it is buffered with the writes that follow:
 			// a write that fails its quota leaves the old content.
 			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
-			Debug:             o.Debug,
-			Logger:            stdlog,
+			// Every READ is answered from memory (fuse.ReadResultData):
+			// go-fuse's splice path would take a pipe, grow it and
+			// write the reply's header into it before finding out it
+			// has no file to splice from, and then write the reply
+			// anyway, four system calls wasted per READ.
+			DisableSplice: true,
+			Debug:         o.Debug,
+			Logger:        stdlog,
 			PanicHandler: func(p any) fuse.Status {
 				m.log.Error("panic in FUSE handler", keyErr, p)
 				return fuse.EIO

@@ -660,6 +660,10 @@ type RenameOptions struct {
 	// Exchange swaps src and dst, which must both exist, atomically
 	// (renameat2's RENAME_EXCHANGE).
 	Exchange bool
+	// Ctime sets the change time of the entry moved, as link(2) of dst
+	// followed by unlink(2) of src leaves it (a rename leaves it alone):
+	// a mount commits that pair, made in one burst, as a rename.
+	Ctime bool
 }
 
 // Rename moves src to dst with POSIX semantics: an existing dst file is
@@ -744,6 +748,11 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 		}
 		subdirs -= subdir(victim)
 	}
+	if o.Ctime {
+		if n, err = t.changed(n); err != nil {
+			return err
+		}
+	}
 	if err := t.link(ddir.id, dname, n.id); err != nil {
 		return err
 	}
@@ -752,6 +761,39 @@ func (t *Tx) Rename(src, dst string, o RenameOptions) error {
 	}
 	t.audit("rename", sclean, map[string]any{"to": dclean})
 	return nil
+}
+
+// changed sets the change time of n, an entry no name links to for the
+// moment (a rename's), and returns the node to link in its place: n, or
+// its copy if n was frozen. Of a stub, the inode changes.
+func (t *Tx) changed(n *node) (*node, error) {
+	if n.kind == kindLink {
+		ichain, icomps, err := t.inodeOf("rename", "", n)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.makeWritable(ichain, icomps); err != nil {
+			return nil, err
+		}
+		return n, t.addLinks(ichain[2], 0)
+	}
+	if !t.owned(n) {
+		c, err := t.insertCopy(n)
+		if err != nil {
+			return nil, err
+		}
+		if n.kind == KindDir {
+			if _, err := t.exec(`INSERT INTO dirents(dir, name, child) SELECT ?, name, child FROM dirents WHERE dir=?`, c.id, n.id); err != nil {
+				return nil, fmt.Errorf("copy directory: %w", err)
+			}
+		}
+		n = c
+	}
+	n.ctime = t.now
+	if _, err := t.exec(`UPDATE nodes SET ctime=? WHERE id=?`, n.ctime, n.id); err != nil {
+		return nil, fmt.Errorf("update node: %w", err)
+	}
+	return n, nil
 }
 
 // Copy copies src to dst. Content is shared, not copied: the new files

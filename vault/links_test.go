@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // paths lists the paths of changes.
@@ -427,5 +428,65 @@ func BenchmarkStatAfterLink(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Rename with Ctime leaves what link(2) and unlink(2) of the old name
+// leave: the moved entry's change time is the rename's, on a frozen node
+// too (a checkpoint keeps the old one), and on a hard-linked inode, whose
+// other names show it.
+func TestRenameCtime(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	v := newVault(t, s, "a", Quota{})
+	mustWrite(t, v, "/d/a", []byte("one"))
+	mustWrite(t, v, "/d/b", []byte("two"))
+	before, err := v.Stat(ctx, "/d/a")
+	must(t, err)
+	_, err = v.SaveCheckpoint(ctx, "c1", "", false, Meta{})
+	must(t, err)
+	at := before.Ctime.Add(time.Hour)
+	rename := func(src, dst string, o RenameOptions, at time.Time) {
+		t.Helper()
+		must(t, v.Update(ctx, Meta{}, func(tx *Tx) error {
+			return tx.AtTime(at, func() error { return tx.Rename(src, dst, o) })
+		}))
+	}
+	rename("/d/a", "/d/x", RenameOptions{NoReplace: true, Ctime: true}, at)
+	rename("/d/b", "/d/y", RenameOptions{NoReplace: true}, at)
+	x, err := v.Stat(ctx, "/d/x")
+	must(t, err)
+	if !x.Ctime.Equal(at) || !x.Mtime.Equal(before.Mtime) || x.Ino != before.Ino || x.Nlink != 1 {
+		t.Errorf("after rename with Ctime: %+v, want ctime %v, mtime %v, ino %d", x, at, before.Mtime, before.Ino)
+	}
+	mustRead(t, v, "/d/x", []byte("one"))
+	y, err := v.Stat(ctx, "/d/y")
+	must(t, err)
+	if y.Ctime.Equal(at) {
+		t.Errorf("rename without Ctime changed the change time")
+	}
+	d, err := v.Stat(ctx, "/d")
+	must(t, err)
+	if !d.Mtime.Equal(at) || !d.Ctime.Equal(at) {
+		t.Errorf("directory after the renames: %+v, want mtime and ctime %v", d, at)
+	}
+	// A hard-linked inode: its other name shows the new change time.
+	must(t, v.Link(ctx, "/d/x", "/d/l", Meta{}))
+	at2 := at.Add(time.Hour)
+	rename("/d/x", "/d/z", RenameOptions{NoReplace: true, Ctime: true}, at2)
+	for _, p := range []string{"/d/z", "/d/l"} {
+		e, err := v.Stat(ctx, p)
+		must(t, err)
+		if !e.Ctime.Equal(at2) || e.Nlink != 2 || e.Ino != before.Ino {
+			t.Errorf("%s after rename with Ctime of a linked name: %+v, want ctime %v, 2 links", p, e, at2)
+		}
+	}
+	// The checkpoint kept the frozen node as it was.
+	_, err = v.RestoreCheckpoint(ctx, "c1", Meta{})
+	must(t, err)
+	a, err := v.Stat(ctx, "/d/a")
+	must(t, err)
+	if !a.Ctime.Equal(before.Ctime) {
+		t.Errorf("restored /d/a: ctime %v, want %v", a.Ctime, before.Ctime)
 	}
 }

@@ -27,7 +27,7 @@
 //   - Removals, renames and chmod/utimens, which no quota can refuse, are
 //     checked against the in-memory tree, answered at once and queued; the
 //     queue rides on the next transaction, or is committed alone within
-//     Options.FlushDelay (5 ms), so rm -rf or git's renames cost a
+//     Options.FlushDelay (20 ms), so rm -rf or git's renames cost a
 //     transaction per burst, not per file. Every vault read the tree makes
 //     commits the queue first (a read of file content or of a directory's
 //     first listing leaves access times alone queued, so a cold read of
@@ -44,6 +44,15 @@
 //     closed with nothing written commits its create at close.
 //   - The committed content of small files (up to 1 MiB, 64 MiB in all,
 //     least recently used out) stays in memory after a read or a commit.
+//     From the second file of a directory read from the vault, one query
+//     reads the next small files of the directory with it (readAhead,
+//     vault.Vault.ReadSmall), kept only where the vault's inode, size and
+//     times are the ones the tree shows.
+//   - A queued hard link of a file with one name, whose old name is
+//     removed before the link is committed (git's link and unlink of
+//     each object), is committed as a rename in the same directory that
+//     sets the change time (renameQueued): the same result, without the
+//     vault's hidden directory.
 //
 // # Coherence
 //

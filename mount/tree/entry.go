@@ -55,6 +55,9 @@ type Entry struct {
 	// negative holds names this directory answered ENOENT for, so that
 	// Invalidate can drop the kernel's negative dentries too.
 	negative map[string]struct{}
+	// fetches counts the files of this directory whose content was read
+	// from the vault: from the second one on, a read reads ahead.
+	fetches int
 
 	// data is a regular file's content state while it is open or has
 	// buffered changes.

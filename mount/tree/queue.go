@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,8 +14,13 @@ import (
 )
 
 // defaultFlushDelay is how long a queued change may wait for a
-// transaction to ride on before one is made for it alone.
-const defaultFlushDelay = 5 * time.Millisecond
+// transaction to ride on before one is made for it alone. Each commit
+// rewrites the pages its changes share (the directories', the index's),
+// so fewer, larger bursts cost less: git init + add + commit of 2,000
+// files made 725 transactions at 5 ms and 224 at 20 ms, with 16% less
+// CPU (BenchmarkGit). Nothing waits on it but another reader of the
+// vault, which the tree's own reads, Sync and fsync never make wait.
+const defaultFlushDelay = 20 * time.Millisecond
 
 // change is a create, removal, rename, chmod/utimens or a closed file's
 // content (see Mount.commitLater) that was answered
@@ -46,6 +53,11 @@ type change struct {
 	// content is what a close left to commit (opContent): a snapshot of
 	// the file's buffered changes, no longer shared with its fileData.
 	content *fileData
+	// single marks a link of a file that had no other name, which a
+	// removal of that name can turn into a rename (renameQueued); ctime
+	// a rename that sets the moved entry's change time, as that pair
+	// does (vault.RenameOptions.Ctime).
+	single, ctime bool
 }
 
 type changeOp uint8
@@ -87,7 +99,7 @@ func (c change) create(tx *vault.Tx, data []byte) error {
 func (c change) applyNow(tx *vault.Tx) error {
 	switch c.op {
 	case opRename:
-		return tx.Rename(c.from, c.to, vault.RenameOptions{NoReplace: c.noReplace})
+		return tx.Rename(c.from, c.to, vault.RenameOptions{NoReplace: c.noReplace, Ctime: c.ctime})
 	case opSetattr:
 		_, err := tx.SetAttrs(c.from, c.attrs)
 		return err
@@ -144,10 +156,58 @@ func (t *Tree) enqueue(op change) {
 	}
 }
 
+// names reports whether c names path p or a directory above it.
+func (c change) names(p string) bool {
+	under := func(q string) bool {
+		return q != "" && (q == p || strings.HasPrefix(p, q) && (q == "/" || p[len(q)] == '/'))
+	}
+	return under(c.from) || under(c.to)
+}
+
+// renameQueued turns a queued hard link of a file that had no other
+// name, from p to another name in the same directory, into a rename of p
+// to that name, now that p is removed before the link was committed.
+// git puts each object in place with link(2) and then unlink(2) of its
+// temporary name; the vault makes a rename (a name moved) for a fraction
+// of a link and an unlink (the inode moved into the hidden directory and
+// back out, decisions §29), and the result is the same: one name, the
+// link count, the times (vault.RenameOptions.Ctime). Nothing queued
+// after the link may name either path; the rename is queued last, where
+// the removal would have been. It reports whether it did so (the caller
+// then queues no removal). Caller holds t.nsMu exclusively.
+func (t *Tree) renameQueued(p string, at time.Time) bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	ops := t.q.ops
+	for i := len(ops) - 1; i >= 0; i-- {
+		op := ops[i]
+		if op.op == opLink && op.from == p && op.single && path.Dir(op.from) == path.Dir(op.to) {
+			for _, later := range ops[i+1:] {
+				if later.names(op.to) {
+					return false
+				}
+			}
+			rn := change{op: opRename, from: p, to: op.to, noReplace: true, ctime: true, at: at}
+			t.q.ops = append(append(ops[:i:i], ops[i+1:]...), rn)
+			return true
+		}
+		if op.names(p) {
+			return false
+		}
+	}
+	return false
+}
+
 // flushLater commits the queue from the timer. It holds no t.nsMu: the
 // queued changes carry their paths, and the mount's tree may move on
 // while they commit.
 func (t *Tree) flushLater() {
+	// Wait out a commit in flight first, with the timer still set: the
+	// changes queued meanwhile start no timer of their own, and this
+	// commit takes them all, instead of a commit each for the few that
+	// each timer would find.
+	t.q.tx.Lock()
+	t.q.tx.Unlock()
 	t.q.mu.Lock()
 	t.q.timer = nil
 	t.q.mu.Unlock()

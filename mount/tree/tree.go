@@ -57,7 +57,7 @@ type Options struct {
 	// means 64 MiB, negative disables the cache.
 	CacheBytes int64
 	// FlushDelay is how long a queued change waits for a transaction to
-	// ride on (zero: 5 ms).
+	// ride on (zero: 20 ms).
 	FlushDelay time.Duration
 	// Kernel is told what it must forget; nil for a tree nobody caches.
 	Kernel Kernel
@@ -137,7 +137,7 @@ type Tree struct {
 
 	q queue // removals and renames not yet in the vault
 
-	flushDelay time.Duration // Options.FlushDelay, or 5 ms
+	flushDelay time.Duration // Options.FlushDelay, or 20 ms
 
 	maxFileSize atomic.Int64 // the vault's max_file_size_mb or the store's limit, in bytes
 	buffered    atomic.Int64 // bytes of writes buffered in all files (fileData.dirtyBytes)
