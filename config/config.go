@@ -258,7 +258,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
 	v.SetDefault("runtime.gc_percent", 25)
-	v.SetDefault("mount.passthrough", false)
+	v.SetDefault("mount.passthrough", true)
 	v.SetDefault("mount.content_cache_mb", 4096)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }

@@ -60,7 +60,7 @@ func newRunnerFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 		t.Fatal(err)
 	}
 	h := handler.New(st, handler.Options{})
-	mounts := NewMounts(filepath.Join(home, "mnt"), nil)
+	mounts := NewMounts(filepath.Join(home, "mnt"), nil, nil)
 	r := NewRunner(st, pol, mounts, cfg, nil)
 	r.Register(h)
 	t.Cleanup(func() {
