@@ -142,7 +142,8 @@ func (t *Tree) Rename(ctx context.Context, dirIno uint64, name string, newDirIno
 type File struct {
 	e       *Entry
 	d       *fileData
-	backing *os.File // read-only, with the file's content (Options.Backing)
+	backing *os.File // the file's backing file (Options.Backing), or nil
+	writer  bool     // backed, and open for writing
 }
 
 // Entry is the entry f was opened on.
@@ -184,9 +185,10 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 		backed, cached, tmp := d.backed, d.opens-1-d.backed, e.tmp
 		t.mu.Unlock()
 		switch {
-		case backed > 0 && !readOnly:
-			errno = syscall.ETXTBSY
 		case backed > 0:
+			// The kernel requires every open of the file to use its
+			// backing file, which is private to it: a write-open
+			// writes it, and every descriptor sees the writes.
 			fd, err := syscall.Dup(int(d.backingFile.Fd()))
 			if err != nil {
 				errno = t.errno("dup backing file", "", err)
@@ -194,17 +196,34 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 			}
 			syscall.CloseOnExec(fd)
 			f.backing = os.NewFile(uintptr(fd), d.backingFile.Name())
-		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && t.backing.backs(d.size):
-			if f.backing = t.backedLocked(ctx, e, d); f.backing != nil {
-				fd, err := syscall.Dup(int(f.backing.Fd()))
-				if err != nil {
-					f.backing.Close()
-					f.backing = nil
-					break
-				}
-				syscall.CloseOnExec(fd)
-				d.backingFile = os.NewFile(uintptr(fd), f.backing.Name())
+			if !readOnly {
+				f.writer = true
+				d.backingWriters++
+				t.mu.Lock()
+				t.setDirtyLocked(e, d, !d.orphan)
+				t.mu.Unlock()
 			}
+		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && t.backing.backs(d.size):
+			bf, priv := t.backedLocked(ctx, e, d)
+			if bf == nil {
+				break
+			}
+			s, err := stampOf(bf)
+			fd := -1
+			if err == nil {
+				fd, err = syscall.Dup(int(bf.Fd()))
+			}
+			if err != nil {
+				t.backing.checkin(bf, priv, d.backedKey)
+				d.backedKey = ""
+				break
+			}
+			syscall.CloseOnExec(fd)
+			f.backing = os.NewFile(uintptr(fd), bf.Name())
+			d.backingPath = priv
+			t.mu.Lock()
+			d.backingFile, d.backingSync = bf, s
+			t.mu.Unlock()
 		}
 		if f.backing != nil {
 			t.mu.Lock()
@@ -302,16 +321,33 @@ func (t *Tree) Release(ctx context.Context, f *File) {
 // backed File of a file closes the file's.
 func (t *Tree) closeFile(f *File) {
 	if f.backing != nil {
-		f.d.mu.Lock()
+		d := f.d
+		d.mu.Lock()
 		t.mu.Lock()
-		f.d.backed--
-		last := f.d.backed == 0
-		t.mu.Unlock()
-		if last && f.d.backingFile != nil {
-			f.d.backingFile.Close()
-			f.d.backingFile, f.d.backedKey = nil, ""
+		d.backed--
+		if f.writer {
+			d.backingWriters--
 		}
-		f.d.mu.Unlock()
+		var bf *os.File
+		var priv, key string
+		if d.backed == 0 && d.backingFile != nil {
+			bf, priv, key = d.backingFile, d.backingPath, d.backedKey
+			d.backingFile, d.backingPath, d.backedKey, d.backingSync = nil, "", "", stamp{}
+		}
+		dirty := d.dirty
+		t.mu.Unlock()
+		if bf != nil && (dirty || d.orphan) {
+			// Changes the vault did not take (a failed commit), or
+			// an unlinked file's: they go with the backing file.
+			key = ""
+			if dirty {
+				t.discardLocked(f.e, d)
+			}
+		}
+		d.mu.Unlock()
+		if bf != nil {
+			t.backing.checkin(bf, priv, key)
+		}
 		f.backing.Close()
 	}
 	t.release(f.e, f.d)
@@ -332,6 +368,9 @@ func (t *Tree) CommitQueue(ctx context.Context) syscall.Errno {
 // Extend grows file e to at least end bytes (fallocate). byPath is a
 // change by name, committed at once.
 func (t *Tree) Extend(ctx context.Context, e *Entry, end int64, byPath bool) syscall.Errno {
+	if errno, ok := t.extendBacked(ctx, e, end, byPath); ok {
+		return errno
+	}
 	t.mu.Lock()
 	cur := e.size
 	t.mu.Unlock()
@@ -345,6 +384,9 @@ func (t *Tree) Extend(ctx context.Context, e *Entry, end int64, byPath bool) sys
 // vault's chunk list. A file with buffered changes is all data until
 // they are committed.
 func (t *Tree) Seek(ctx context.Context, e *Entry, off int64, hole bool) (int64, syscall.Errno) {
+	if at, errno, ok := t.seekBacked(e, off, hole); ok {
+		return at, errno
+	}
 	t.mu.Lock()
 	size, dirty := e.size, e.data != nil && e.data.dirty
 	t.mu.Unlock()
