@@ -149,18 +149,20 @@ type File struct {
 // Entry is the entry f was opened on.
 func (f *File) Entry() *Entry { return f.e }
 
-// Backing is a read-only file holding f's content, which a kernel may
-// read directly instead of asking (FUSE passthrough), or nil. With
+// Backing is the file holding f's content, which a kernel may read and
+// write directly instead of asking (FUSE passthrough), or nil. With
 // Options.Backing, a read-only File of a clean file of MinBacked bytes
-// or more (and at most a quarter of the cache's bound) gets one. It is closed by Release.
+// or more (and at most a quarter of the cache's bound) with no other
+// open Files gets one. It is closed by Release.
 //
 // The kernel attaches one backing file to an inode while any File of it
 // is open through one, and then requires every open of that inode to use
-// it: so while a backed File is open, a read-only open gets the same
-// content (a change made meanwhile shows at the first open after the
-// last of them was released; the kernel sends RELEASE after close(2)
-// returns, asynchronously), and an open for writing or truncation fails
-// with ETXTBSY, as a write to a running program does.
+// it: so while a backed File is open, every open of the file gets the
+// same backing file, for reading or writing. It is private to the file
+// while open (checked out of the cache), and is the file's content: the
+// tree reads, writes and truncates it too, copies it into the vault at
+// flush, fsync and release, and copies a change made in the vault by
+// someone else into it (passthrough.go).
 func (f *File) Backing() *os.File { return f.backing }
 
 // open registers a new File on e for reading and writing; keepCache is
