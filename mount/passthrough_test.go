@@ -346,9 +346,10 @@ func TestPassthroughForks(t *testing.T) {
 	r1.Close()
 	r2.Close()
 	equalBytes(t, "fork's next open", []byte(readFile(t, filepath.Join(m2.Dir(), "f"))), big)
-	// Once released, the cache holds the common content once, and the
-	// vault's new content.
-	poll.Until(t, 5*time.Second, "content cache holding both contents once", func() (bool, error) {
-		return b.Bytes() == int64(len(big)+len("changed")), nil
+	// Once released, the cache holds the common content once (a file
+	// that was open for writing is not put back: a shared mapping may
+	// still write it).
+	poll.Until(t, 5*time.Second, "content cache holding the common content once", func() (bool, error) {
+		return b.Bytes() == int64(len(big)), nil
 	})
 }

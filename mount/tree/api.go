@@ -201,6 +201,7 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 			if !readOnly {
 				f.writer = true
 				d.backingWriters++
+				d.backingWritten = true
 				t.mu.Lock()
 				t.setDirtyLocked(e, d, !d.orphan)
 				t.mu.Unlock()
@@ -332,15 +333,18 @@ func (t *Tree) closeFile(f *File) {
 		}
 		var bf *os.File
 		var priv, key string
+		written := false
 		if d.backed == 0 && d.backingFile != nil {
-			bf, priv, key = d.backingFile, d.backingPath, d.backedKey
-			d.backingFile, d.backingPath, d.backedKey, d.backingSync = nil, "", "", stamp{}
+			bf, priv, key, written = d.backingFile, d.backingPath, d.backedKey, d.backingWritten
+			d.backingFile, d.backingPath, d.backedKey, d.backingSync, d.backingWritten = nil, "", "", stamp{}, false
 		}
 		dirty := d.dirty
 		t.mu.Unlock()
-		if bf != nil && (dirty || d.orphan) {
+		if bf != nil && (dirty || d.orphan || written) {
 			// Changes the vault did not take (a failed commit), or
-			// an unlinked file's: they go with the backing file.
+			// an unlinked file's: they go with the backing file. So
+			// does one that was open for writing: a shared mapping
+			// may outlive every descriptor and still write it.
 			key = ""
 			if dirty {
 				t.discardLocked(f.e, d)

@@ -53,7 +53,8 @@ type fileData struct {
 	// While backed > 0: the backing file, checked out of the Backing at
 	// backingPath (passthrough.go), which is the file's content; the key
 	// of the content it held when it last matched the vault ("" if
-	// unknown); its stamp then; and how many backed Files may write it.
+	// unknown); its stamp then; how many backed Files may write it, and
+	// whether one did.
 	// Guarded by mu; backingFile and backingSync are written with
 	// Mount.mu held too, so either lock is enough to read them.
 	backedKey      string
@@ -61,6 +62,7 @@ type fileData struct {
 	backingPath    string
 	backingSync    stamp
 	backingWriters int
+	backingWritten bool // a backed File was opened for writing
 }
 
 func newFileData(e *Entry) *fileData {

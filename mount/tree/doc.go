@@ -123,7 +123,8 @@
 // catch-up that finds the file changed in the vault copies the new
 // content into it (refillBacked), unless the mount has changes of its
 // own (they win, as buffered writes do). At the last backed close it is
-// checked back in under the key of what it holds, or removed. Two
+// checked back in under the key of what it holds, or removed if it was
+// open for writing (a shared mapping may outlive the descriptors). Two
 // mounts (two vaults, forks) reading the same content at once each
 // check out their own copy: the second fills one from its vault.
 //

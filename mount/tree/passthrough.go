@@ -148,7 +148,7 @@ func stampOf(f *os.File) (stamp, error) {
 // its entry: its size and times. Caller holds t.mu.
 func backedAttrLocked(e *Entry, a *Attr) {
 	d := e.data
-	if d == nil || d.backingFile == nil || !d.dirty {
+	if d == nil || d.backingFile == nil {
 		return
 	}
 	s, err := stampOf(d.backingFile)
@@ -288,21 +288,17 @@ func (t *Tree) seekBacked(e *Entry, off int64, hole bool) (at int64, errno sysca
 // next backed open of it (here or in a fork) needs no copy. Caller holds
 // t.nsMu (shared) and d.mu.
 func (t *Tree) commitBackedLocked(ctx context.Context, e *Entry, d *fileData, extra func(tx *vault.Tx, p string) error) error {
-	content := d.dirty
-	var s stamp
-	if content {
-		var err error
-		if s, err = stampOf(d.backingFile); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		if s == d.backingSync {
-			content = false
-			if d.backingWriters == 0 {
-				t.mu.Lock()
-				t.setDirtyLocked(e, d, false)
-				t.mu.Unlock()
-			}
-		}
+	// Looked at even when not dirty: a shared mapping may have written
+	// it after its descriptor's last flush.
+	s, err := stampOf(d.backingFile)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	content := s != d.backingSync
+	if !content && d.dirty && d.backingWriters == 0 {
+		t.mu.Lock()
+		t.setDirtyLocked(e, d, false)
+		t.mu.Unlock()
 	}
 	if !content && extra == nil {
 		return nil
@@ -313,7 +309,7 @@ func (t *Tree) commitBackedLocked(ctx context.Context, e *Entry, d *fileData, ex
 	}
 	var now time.Time
 	var key string
-	err := t.update(ctx, func(tx *vault.Tx) error {
+	err = t.update(ctx, func(tx *vault.Tx) error {
 		now = tx.Time()
 		if content {
 			if err := importBacking(tx, p, d.backingFile, s.size); err != nil {
