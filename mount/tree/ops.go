@@ -987,7 +987,7 @@ func (t *Tree) write(ctx context.Context, h *File, data []byte, off int64) sysca
 		d.mu.Unlock()
 		return syscall.ESTALE
 	}
-	if d.backingFile != nil && !d.orphan {
+	if d.backingFile != nil {
 		errno := t.writeBackedLocked(ctx, e, d, data, off)
 		d.mu.Unlock()
 		return errno
@@ -1125,7 +1125,7 @@ func (t *Tree) truncate(ctx context.Context, e *Entry, size int64, byPath bool) 
 		d.mu.Unlock()
 		return syscall.ESTALE
 	}
-	if d.backingFile != nil && !d.orphan {
+	if d.backingFile != nil {
 		errno := t.truncateBackedLocked(ctx, e, d, size, false)
 		d.mu.Unlock()
 		if errno == 0 && byPath {

@@ -230,7 +230,7 @@ func (t *Tree) backedData(e *Entry) *fileData {
 		return nil
 	}
 	d.mu.Lock()
-	if d.backingFile == nil || d.orphan || d.stale {
+	if d.backingFile == nil || d.stale {
 		d.mu.Unlock()
 		return nil
 	}
@@ -395,7 +395,7 @@ func (t *Tree) refillBacked(ctx context.Context, e *Entry) {
 		return
 	}
 	defer d.mu.Unlock()
-	if d.dirty {
+	if d.dirty || d.orphan {
 		return
 	}
 	p, errno := t.path(e)
