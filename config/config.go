@@ -78,11 +78,12 @@ func (f Fleet) Check() error {
 
 // Mount tunes the FUSE mounts this home serves (avfs mount, exec).
 type Mount struct {
-	// Passthrough lets the kernel read clean files straight from
-	// read-only copies of their content kept in a cache under the home
-	// (FUSE passthrough, Linux 6.9+). A descriptor opened before a change
-	// keeps reading the content it was opened on (close-to-open
-	// coherence), so it is off by default.
+	// Passthrough lets the kernel read and write files of 1 MiB and more
+	// straight through copies of their content kept in a cache under the
+	// home (FUSE passthrough, Linux 6.9+): avfs mount's and exec's mounts.
+	// While open, a copy is private to its file, so every descriptor sees
+	// every write (docs/decisions.md §32 and the passthrough section after
+	// it). On by default.
 	Passthrough bool `mapstructure:"passthrough"`
 	// ContentCacheMB bounds that cache ($AVFS_HOME/content-cache), least
 	// recently used out.
@@ -296,7 +297,7 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("telemetry.sample_ratio", 1.0)
 	v.SetDefault("telemetry.service_name", "avfs")
 	v.SetDefault("runtime.gc_percent", 25)
-	v.SetDefault("mount.passthrough", false)
+	v.SetDefault("mount.passthrough", true)
 	v.SetDefault("mount.content_cache_mb", 4096)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }

@@ -33,7 +33,10 @@
 //   - With Options.Passthrough, a read-only open of a clean file of 1 MiB
 //     or more answers with a backing file (backedHandle, go-fuse's
 //     FilePassthroughFder; FOPEN_PASSTHROUGH): the kernel reads it
-//     directly and sends no READ (package tree: "Backing files").
+//     directly and sends no READ. While it is open, every open of the
+//     file gets the same backing file, write-opens included, whose
+//     writes the kernel makes to it directly (package tree: "Backing
+//     files").
 //
 // # Invariants
 //

@@ -100,15 +100,16 @@ type Options struct {
 
 	// Passthrough, if not nil, lets the kernel read clean files
 	// directly from backing files with their content (FUSE passthrough,
-	// Linux 6.9 or later): a read-only open of a file with no buffered
-	// changes and no other open descriptors gets one from this cache,
-	// shared by every mount of the store, and its reads never reach the
-	// mount. The kernel then ties every open of that file to that backing
-	// file until the last such descriptor closes: meanwhile a read-only
-	// open reads the same content (a change made meanwhile, through the
-	// mount, the API or another mount, shows at the first open after
-	// they all closed) and an open for writing fails with ETXTBSY (see
-	// tree.File.Backing). Off (nil) by default.
+	// Linux 6.9 or later): a read-only open of a file of 1 MiB or more
+	// with no buffered changes and no other open descriptors gets one
+	// from this cache, shared by every mount of the store, and its reads
+	// never reach the mount. The kernel then ties every open of that file
+	// to that backing file until the last such descriptor closes; the
+	// file is private to it meanwhile, so write-opens work and their
+	// writes, made by the kernel to the backing file, are seen by every
+	// descriptor and committed at close; a change made through the API or
+	// another mount is copied into it (see tree.File.Backing). Nil (off)
+	// here; avfs turns it on from config mount.passthrough (default true).
 	Passthrough *tree.Backing
 
 	// CacheBytes bounds the content of small files (up to 1 MiB each)

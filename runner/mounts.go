@@ -14,6 +14,7 @@ import (
 
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/mount"
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
 )
@@ -25,6 +26,9 @@ import (
 type Mounts struct {
 	root string
 	log  *slog.Logger
+	// backing, if not nil, is the content cache every mount hands the
+	// kernel for passthrough reads (mount.Options.Passthrough).
+	backing *tree.Backing
 
 	mu   sync.Mutex
 	m    map[string]*activeMount
@@ -58,12 +62,13 @@ func (am *activeMount) lockRun(ctx context.Context) error {
 
 func (am *activeMount) unlockRun() { <-am.run }
 
-// NewMounts returns a mount manager rooted at root.
-func NewMounts(root string, log *slog.Logger) *Mounts {
+// NewMounts returns a mount manager rooted at root. backing, if not nil,
+// gives its mounts FUSE passthrough onto that content cache.
+func NewMounts(root string, log *slog.Logger, backing *tree.Backing) *Mounts {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Mounts{root: root, log: log, m: map[string]*activeMount{}, user: map[string]*userMount{}}
+	return &Mounts{root: root, log: log, backing: backing, m: map[string]*activeMount{}, user: map[string]*userMount{}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -155,7 +160,7 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 	}
 	// QueueCloses: the runner Syncs the mount after each command,
 	// before anything reads the vault for the envelope.
-	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log, QueueCloses: true})
+	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log, QueueCloses: true, Passthrough: ms.backing})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)

@@ -17,6 +17,7 @@ import (
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/policy"
 	"github.com/avfs/avfs/vault"
 )
@@ -51,6 +52,13 @@ func newOneShotFixture(t testing.TB, cfg Config) *fixture {
 
 func newRunnerFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 	t.Helper()
+	return newBackedFixture(t, cfg, pol, nil)
+}
+
+// newBackedFixture is newRunnerFixture with the exec mounts' content
+// cache (passthrough) given; nil for none.
+func newBackedFixture(t testing.TB, cfg Config, pol *policy.Policy, backing *tree.Backing) *fixture {
+	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("exec tests need /dev/fuse: %v", err)
 	}
@@ -60,7 +68,7 @@ func newRunnerFixture(t testing.TB, cfg Config, pol *policy.Policy) *fixture {
 		t.Fatal(err)
 	}
 	h := handler.New(st, handler.Options{})
-	mounts := NewMounts(filepath.Join(home, "mnt"), nil)
+	mounts := NewMounts(filepath.Join(home, "mnt"), nil, backing)
 	r := NewRunner(st, pol, mounts, cfg, nil)
 	r.Register(h)
 	t.Cleanup(func() {

@@ -46,7 +46,7 @@ func (ms *Mounts) serve(ctx context.Context, v *vault.Vault, dir string, ro bool
 		}
 		return messages.Errorf(messages.CodeConflict, "%s: vault %s is mounted there", dir, um.vault)
 	}
-	m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log})
+	m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log, Passthrough: ms.backing})
 	if err != nil {
 		return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 	}

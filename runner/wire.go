@@ -10,6 +10,7 @@ import (
 
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
+	"github.com/avfs/avfs/mount/tree"
 	"github.com/avfs/avfs/policy"
 	"github.com/avfs/avfs/telemetry"
 	"github.com/avfs/avfs/vault"
@@ -63,7 +64,13 @@ func Wire(c *config.Config, p Parts) (func() error, error) {
 		return nil, err
 	}
 	sb.KeepInits = p.Serving
-	mounts := NewMounts(filepath.Join(c.Home, "mnt"), p.Logger)
+	var backing *tree.Backing
+	if c.Mount.Passthrough {
+		if backing, err = tree.OpenBacking(c.ContentCacheDir(), c.Mount.ContentCacheMB<<20); err != nil {
+			return nil, err
+		}
+	}
+	mounts := NewMounts(filepath.Join(c.Home, "mnt"), p.Logger, backing)
 	r := NewRunner(p.Store, pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
 		ApprovalTTL: c.Approvals.TTL, Worker: p.Worker, Tracer: p.Tracer, Meter: p.Meter, Sandbox: sb,

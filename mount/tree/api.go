@@ -142,24 +142,27 @@ func (t *Tree) Rename(ctx context.Context, dirIno uint64, name string, newDirIno
 type File struct {
 	e       *Entry
 	d       *fileData
-	backing *os.File // read-only, with the file's content (Options.Backing)
+	backing *os.File // the file's backing file (Options.Backing), or nil
+	writer  bool     // backed, and open for writing
 }
 
 // Entry is the entry f was opened on.
 func (f *File) Entry() *Entry { return f.e }
 
-// Backing is a read-only file holding f's content, which a kernel may
-// read directly instead of asking (FUSE passthrough), or nil. With
+// Backing is the file holding f's content, which a kernel may read and
+// write directly instead of asking (FUSE passthrough), or nil. With
 // Options.Backing, a read-only File of a clean file of MinBacked bytes
-// or more (and at most a quarter of the cache's bound) gets one. It is closed by Release.
+// or more (and at most a quarter of the cache's bound) with no other
+// open Files gets one. It is closed by Release.
 //
 // The kernel attaches one backing file to an inode while any File of it
 // is open through one, and then requires every open of that inode to use
-// it: so while a backed File is open, a read-only open gets the same
-// content (a change made meanwhile shows at the first open after the
-// last of them was released; the kernel sends RELEASE after close(2)
-// returns, asynchronously), and an open for writing or truncation fails
-// with ETXTBSY, as a write to a running program does.
+// it: so while a backed File is open, every open of the file gets the
+// same backing file, for reading or writing. It is private to the file
+// while open (checked out of the cache), and is the file's content: the
+// tree reads, writes and truncates it too, copies it into the vault at
+// flush, fsync and release, and copies a change made in the vault by
+// someone else into it (passthrough.go).
 func (f *File) Backing() *os.File { return f.backing }
 
 // open registers a new File on e for reading and writing; keepCache is
@@ -184,9 +187,10 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 		backed, cached, tmp := d.backed, d.opens-1-d.backed, e.tmp
 		t.mu.Unlock()
 		switch {
-		case backed > 0 && !readOnly:
-			errno = syscall.ETXTBSY
 		case backed > 0:
+			// The kernel requires every open of the file to use its
+			// backing file, which is private to it: a write-open
+			// writes it, and every descriptor sees the writes.
 			fd, err := syscall.Dup(int(d.backingFile.Fd()))
 			if err != nil {
 				errno = t.errno("dup backing file", "", err)
@@ -194,17 +198,35 @@ func (t *Tree) openFlags(ctx context.Context, e *Entry, flags uint32) (f *File, 
 			}
 			syscall.CloseOnExec(fd)
 			f.backing = os.NewFile(uintptr(fd), d.backingFile.Name())
-		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && t.backing.backs(d.size):
-			if f.backing = t.backedLocked(ctx, e, d); f.backing != nil {
-				fd, err := syscall.Dup(int(f.backing.Fd()))
-				if err != nil {
-					f.backing.Close()
-					f.backing = nil
-					break
-				}
-				syscall.CloseOnExec(fd)
-				d.backingFile = os.NewFile(uintptr(fd), f.backing.Name())
+			if !readOnly {
+				f.writer = true
+				d.backingWriters++
+				d.backingWritten = true
+				t.mu.Lock()
+				t.setDirtyLocked(e, d, !d.orphan)
+				t.mu.Unlock()
 			}
+		case readOnly && cached == 0 && !d.dirty && !d.orphan && !d.stale && !tmp && t.backing.backs(d.size):
+			bf, priv := t.backedLocked(ctx, e, d)
+			if bf == nil {
+				break
+			}
+			s, err := stampOf(bf)
+			fd := -1
+			if err == nil {
+				fd, err = syscall.Dup(int(bf.Fd()))
+			}
+			if err != nil {
+				t.backing.checkin(bf, priv, d.backedKey)
+				d.backedKey = ""
+				break
+			}
+			syscall.CloseOnExec(fd)
+			f.backing = os.NewFile(uintptr(fd), bf.Name())
+			d.backingPath = priv
+			t.mu.Lock()
+			d.backingFile, d.backingSync = bf, s
+			t.mu.Unlock()
 		}
 		if f.backing != nil {
 			t.mu.Lock()
@@ -302,16 +324,36 @@ func (t *Tree) Release(ctx context.Context, f *File) {
 // backed File of a file closes the file's.
 func (t *Tree) closeFile(f *File) {
 	if f.backing != nil {
-		f.d.mu.Lock()
+		d := f.d
+		d.mu.Lock()
 		t.mu.Lock()
-		f.d.backed--
-		last := f.d.backed == 0
-		t.mu.Unlock()
-		if last && f.d.backingFile != nil {
-			f.d.backingFile.Close()
-			f.d.backingFile, f.d.backedKey = nil, ""
+		d.backed--
+		if f.writer {
+			d.backingWriters--
 		}
-		f.d.mu.Unlock()
+		var bf *os.File
+		var priv, key string
+		written := false
+		if d.backed == 0 && d.backingFile != nil {
+			bf, priv, key, written = d.backingFile, d.backingPath, d.backedKey, d.backingWritten
+			d.backingFile, d.backingPath, d.backedKey, d.backingSync, d.backingWritten = nil, "", "", stamp{}, false
+		}
+		dirty := d.dirty
+		t.mu.Unlock()
+		if bf != nil && (dirty || d.orphan || written) {
+			// Changes the vault did not take (a failed commit), or
+			// an unlinked file's: they go with the backing file. So
+			// does one that was open for writing: a shared mapping
+			// may outlive every descriptor and still write it.
+			key = ""
+			if dirty {
+				t.discardLocked(f.e, d)
+			}
+		}
+		d.mu.Unlock()
+		if bf != nil {
+			t.backing.checkin(bf, priv, key)
+		}
 		f.backing.Close()
 	}
 	t.release(f.e, f.d)
@@ -332,6 +374,9 @@ func (t *Tree) CommitQueue(ctx context.Context) syscall.Errno {
 // Extend grows file e to at least end bytes (fallocate). byPath is a
 // change by name, committed at once.
 func (t *Tree) Extend(ctx context.Context, e *Entry, end int64, byPath bool) syscall.Errno {
+	if errno, ok := t.extendBacked(ctx, e, end, byPath); ok {
+		return errno
+	}
 	t.mu.Lock()
 	cur := e.size
 	t.mu.Unlock()
@@ -345,6 +390,9 @@ func (t *Tree) Extend(ctx context.Context, e *Entry, end int64, byPath bool) sys
 // vault's chunk list. A file with buffered changes is all data until
 // they are committed.
 func (t *Tree) Seek(ctx context.Context, e *Entry, off int64, hole bool) (int64, syscall.Errno) {
+	if at, errno, ok := t.seekBacked(e, off, hole); ok {
+		return at, errno
+	}
 	t.mu.Lock()
 	size, dirty := e.size, e.data != nil && e.data.dirty
 	t.mu.Unlock()

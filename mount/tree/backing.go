@@ -99,6 +99,10 @@ func OpenBacking(dir string, maxBytes int64) (*Backing, error) {
 			os.Remove(filepath.Join(dir, name))
 			continue
 		}
+		if strings.HasPrefix(name, privPrefix) {
+			removeDeadPrivate(filepath.Join(dir, name))
+			continue
+		}
 		if !validKey(name) || !de.Type().IsRegular() {
 			continue
 		}
@@ -298,11 +302,12 @@ func (c *sparseWriter) Write(p []byte) (int, error) {
 // backing file.
 const fillPiece = 1 << 20
 
-// backedLocked returns a read-only backing file with e's committed
-// content, or nil when there is none to give (a vault error, logged:
-// the open is then served without one). Caller holds t.nsMu (shared)
-// and d.mu; e is clean and has no other open Files.
-func (t *Tree) backedLocked(ctx context.Context, e *Entry, d *fileData) *os.File {
+// backedLocked checks out a backing file with e's committed content
+// (passthrough.go), and returns it and its private path, or nil when
+// there is none to give (a vault error, logged: the open is then served
+// without one). It sets d.backedKey. Caller holds t.nsMu (shared) and
+// d.mu; e is clean and has no other open Files.
+func (t *Tree) backedLocked(ctx context.Context, e *Entry, d *fileData) (*os.File, string) {
 	t.mu.Lock()
 	size, key := e.size, ""
 	if e.keySize == size && e.keyMtime == e.mtime && e.keyCtime == e.ctime {
@@ -311,20 +316,21 @@ func (t *Tree) backedLocked(ctx context.Context, e *Entry, d *fileData) *os.File
 	mtime, ctime := e.mtime, e.ctime
 	t.mu.Unlock()
 	if key != "" {
-		if f, err := t.backing.open(key, size, nil); err == nil {
+		if f, priv, err := t.backing.checkout(key, size, nil); err == nil {
 			d.backedKey = key
-			return f
+			return f, priv
 		}
 	}
 	p, errno := t.path(e)
 	if errno != 0 {
-		return nil
+		return nil, ""
 	}
 	if err := t.flushForRead(ctx); err != nil {
 		t.log.Warn("commit before a backed open", keyPath, p, keyErr, err)
-		return nil
+		return nil, ""
 	}
 	var f *os.File
+	var priv string
 	err := t.v.View(ctx, func(tx *vault.Tx) error {
 		k, ve, err := tx.ContentKey(p)
 		if err != nil {
@@ -334,7 +340,7 @@ func (t *Tree) backedLocked(ctx context.Context, e *Entry, d *fileData) *os.File
 			return errStaleKey
 		}
 		key = k
-		f, err = t.backing.open(key, size, func(w io.Writer) error {
+		f, priv, err = t.backing.checkout(key, size, func(w io.Writer) error {
 			buf := make([]byte, min(size, fillPiece))
 			for off := int64(0); off < size; {
 				n, err := tx.ReadAt(p, off, buf)
@@ -357,13 +363,13 @@ func (t *Tree) backedLocked(ctx context.Context, e *Entry, d *fileData) *os.File
 		if !errors.Is(err, errStaleKey) {
 			t.log.Warn("content cache", keyPath, p, keyErr, err)
 		}
-		return nil
+		return nil, ""
 	}
 	t.mu.Lock()
 	e.key, e.keySize, e.keyMtime, e.keyCtime = key, size, mtime, ctime
 	t.mu.Unlock()
 	d.backedKey = key
-	return f
+	return f, priv
 }
 
 // errStaleKey: the vault's file is not the version the tree holds, or

@@ -50,10 +50,19 @@ type fileData struct {
 
 	stale bool // dropped by Invalidate: every access fails
 
-	// While backed > 0: the content key of the backed Files' backing
-	// file, and that file. Guarded by mu.
-	backedKey   string
-	backingFile *os.File
+	// While backed > 0: the backing file, checked out of the Backing at
+	// backingPath (passthrough.go), which is the file's content; the key
+	// of the content it held when it last matched the vault ("" if
+	// unknown); its stamp then; how many backed Files may write it, and
+	// whether one did.
+	// Guarded by mu; backingFile and backingSync are written with
+	// Mount.mu held too, so either lock is enough to read them.
+	backedKey      string
+	backingFile    *os.File
+	backingPath    string
+	backingSync    stamp
+	backingWriters int
+	backingWritten bool // a backed File was opened for writing
 }
 
 func newFileData(e *Entry) *fileData {

@@ -115,14 +115,27 @@
 //
 // With Options.Backing, a read-only open of a clean file of MinBacked
 // bytes or more with no other open Files gets a backing file
-// (File.Backing): a read-only copy of its committed content in a Backing,
-// a cache shared by every tree of the store, one file per content key
+// (File.Backing): a copy of its committed content from a Backing, a cache
+// shared by every tree of the store, one file per content key
 // (vault.Tx.ContentKey), written on first use in the transaction that
 // names the key, bounded, least recently used out. A FUSE mount hands it
 // to the kernel, which reads it without asking. The kernel then ties every
-// open of the inode to that file until the last backed File closes:
-// meanwhile a read-only open gets the same backing file, and an open for
-// writing or truncation fails with ETXTBSY (decisions §32).
+// open of the inode to that file until the last backed File closes, so
+// every open meanwhile gets it, write-opens included (decisions §32 and
+// the passthrough section after it). To make that safe the backing file
+// is checked out of the cache while open (renamed to a private name,
+// passthrough.go): it is then the file's content. Writes through the
+// kernel go to it directly; the tree's own reads, writes, truncations,
+// fallocate and SEEK_DATA/SEEK_HOLE use it; a commit (flush, fsync,
+// release, Sync) copies it into the vault when its stamp (size, mtime,
+// ctime) moved, under the content key the vault then gives, and a
+// catch-up that finds the file changed in the vault copies the new
+// content into it (refillBacked), unless the mount has changes of its
+// own (they win, as buffered writes do). At the last backed close it is
+// checked back in under the key of what it holds, or removed if it was
+// open for writing (a shared mapping may outlive the descriptors). Two
+// mounts (two vaults, forks) reading the same content at once each
+// check out their own copy: the second fills one from its vault.
 //
 // # Locks
 //

@@ -233,6 +233,7 @@ func (t *Tree) fillAttr(e *Entry, a *Attr) {
 	}
 	a.Rdev = uint32(e.rdev)
 	a.Mtime, a.Atime, a.Ctime = e.mtime, e.atime, e.ctime
+	backedAttrLocked(e, a)
 	if e.data != nil && e.data.dirty {
 		// The kernel now holds attributes that the commit will change
 		// (mtime becomes the commit's time): it is told to drop them.

@@ -148,6 +148,13 @@ func (t *Tree) catchUp(ctx context.Context) error {
 		t.nsMu.Lock()
 		notes, err := t.reconcileHeld(ctx, paths, full)
 		t.nsMu.Unlock()
+		t.mu.Lock()
+		refills := t.refills
+		t.refills = nil
+		t.mu.Unlock()
+		for _, e := range refills {
+			t.refillBacked(ctx, e)
+		}
 		t.notify(notes)
 		if err != nil {
 			return err // the next catch-up tries these events again
@@ -489,6 +496,9 @@ func (t *Tree) refreshLocked(c *Entry, v vault.Entry, p string, locked map[*file
 		if _, ok := locked[d]; ok && !d.dirty && !d.orphan {
 			d.size, d.base, d.vsize = v.Size, v.Size, v.Size
 			d.vmtime, d.vctime = c.mtime, c.ctime
+			if d.backingFile != nil {
+				t.refills = append(t.refills, c) // once the locks are let go
+			}
 		}
 	}
 	return append(notes, Note{Path: p, Data: true})

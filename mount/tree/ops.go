@@ -803,6 +803,12 @@ func (t *Tree) commitLater(e *Entry) bool {
 	if !t.noQuota.Load() {
 		return false
 	}
+	t.mu.Lock()
+	backed := e.data != nil && e.data.backingFile != nil
+	t.mu.Unlock()
+	if backed {
+		return false // its content is in its backing file, not the buffer
+	}
 	queued := true
 	t.withData(e, func(d *fileData) { queued = t.queueContentLocked(e, d) })
 	return queued
@@ -846,6 +852,9 @@ func (t *Tree) queueContentLocked(e *Entry, d *fileData) bool {
 // changes: the vault keeps the previous content, and so does the mount.
 // Caller holds t.nsMu (shared) and d.mu.
 func (t *Tree) commitLocked(ctx context.Context, e *Entry, d *fileData, extra func(tx *vault.Tx, p string) error) error {
+	if d != nil && d.backingFile != nil && !d.orphan && !d.stale {
+		return t.commitBackedLocked(ctx, e, d, extra)
+	}
 	content := d != nil && d.dirty && !d.orphan && !d.stale
 	if !content && extra == nil {
 		return nil
@@ -981,6 +990,11 @@ func (t *Tree) write(ctx context.Context, h *File, data []byte, off int64) sysca
 		d.mu.Unlock()
 		return syscall.ESTALE
 	}
+	if d.backingFile != nil {
+		errno := t.writeBackedLocked(ctx, e, d, data, off)
+		d.mu.Unlock()
+		return errno
+	}
 	if errno := t.checkFileSize(ctx, d, off+int64(len(data))); errno != 0 {
 		// Refuse the whole session's changes, not just this write:
 		// what the file held before stays, as when a commit fails.
@@ -1019,6 +1033,13 @@ func (t *Tree) read(ctx context.Context, h *File, dest []byte, off int64) (int, 
 	defer d.mu.Unlock()
 	if d.stale {
 		return 0, syscall.ESTALE
+	}
+	if d.backingFile != nil {
+		n, err := readBacked(d, dest, off)
+		if err != nil {
+			return 0, t.errno("read backing file", "", err)
+		}
+		return n, 0
 	}
 	n, err := d.read(dest, off, func(buf []byte, at int64) (int, error) {
 		if d.orphan {
@@ -1169,6 +1190,16 @@ func (t *Tree) truncate(ctx context.Context, e *Entry, size int64, byPath bool) 
 	if d.stale {
 		d.mu.Unlock()
 		return syscall.ESTALE
+	}
+	if d.backingFile != nil {
+		errno := t.truncateBackedLocked(ctx, e, d, size, false)
+		d.mu.Unlock()
+		if errno == 0 && byPath {
+			if err := t.commit(ctx, e); err != nil {
+				return t.errno("truncate", "", err)
+			}
+		}
+		return errno
 	}
 	if errno := t.checkFileSize(ctx, d, size); errno != 0 {
 		d.mu.Unlock()

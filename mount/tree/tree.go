@@ -114,6 +114,7 @@ type Tree struct {
 	uid, gid uint32
 	kernel   Kernel
 	backing  *Backing // Options.Backing
+	refills  []*Entry // backed files a catch-up found changed (guarded by mu)
 
 	// ctx carries every vault call made on a caller's behalf: a commit
 	// aborted by a signal to the calling process would fail close(2)
