@@ -153,6 +153,11 @@ func (a *app) runWorker(ctx context.Context, nc *nats.Conn, id string) error {
 		// the fleet holds a change of op and before its reply.
 		o.Wrap = worker.ExitAfterKeep(messages.Op(op))
 	}
+	if os.Getenv(faultNoCatchUp) != "" {
+		// A test fault (e2e): writes through the worker's mounts are
+		// held only by fsync, mount.stop and the next logged request.
+		o.CatchUpEvery = -1
+	}
 	m, err := worker.Open(ctx, nc, worker.Options{
 		Node:  node.Options{Config: a.cfg, Worker: id, Logger: a.log, Tracer: a.tracer, Meter: a.meter},
 		Serve: o,
@@ -590,3 +595,8 @@ func (a *app) dlqCmd() *cobra.Command {
 // environment dies (SIGKILL of itself) once the fleet holds a change of
 // that op and before the change's reply. Tests only (e2e).
 const faultExitAfterKeep = "AVFS_TEST_FAULT_EXIT_AFTER_KEEP"
+
+// faultNoCatchUp, set in a worker's environment, turns off its catch-up
+// of copies ahead of the log (worker.ServeOptions.CatchUpEvery). Tests
+// only (e2e).
+const faultNoCatchUp = "AVFS_TEST_NO_CATCH_UP"

@@ -365,3 +365,63 @@ func TestMountWritesKeptBySnapshots(t *testing.T) {
 		f.waitMembers(victim)
 	}
 }
+
+// TestMountFsyncHeldByTheFleet writes through a worker's mount
+// (mount.start) with the workers' catch-up of copies ahead of the log
+// turned off, so that nothing but the fsync itself can have the fleet
+// hold the write, and SIGKILLs the owner as soon as the fsync returned:
+// the next owner serves the file's content. Once through a file's fsync,
+// once through a close and the fsync of the mount's root directory.
+func TestMountFsyncHeldByTheFleet(t *testing.T) {
+	f := startFleet(t, withTimings(chaosBeat, chaosTTL))
+	homes := map[string]string{"fs1": t.TempDir(), "fs2": t.TempDir()}
+	procs := map[string]*exec.Cmd{}
+	const noCatchUp = "AVFS_TEST_NO_CATCH_UP=1"
+	for id, home := range homes {
+		procs[id] = f.startWorkerProcess(home, id, noCatchUp)
+	}
+	f.waitMembers("fs1", "fs2")
+	c := f.client()
+	call, must := vaultCaller(t, c, "synced", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	owner := func() string {
+		var info messages.VaultResult
+		must(call(messages.OpVaultInfo, nil, &info))
+		return info.Vault.Worker
+	}
+	for round, how := range []string{"file", "dir"} {
+		victim := owner()
+		dir := t.TempDir()
+		must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
+		name := fmt.Sprintf("fsynced-%d.txt", round)
+		content := []byte(strings.Repeat("held by fsync via "+how+"\n", 1000))
+		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		must(err)
+		_, err = fh.Write(content)
+		must(err)
+		switch how {
+		case "file":
+			must(fh.Sync())
+			killWorker(t, procs[victim])
+			fh.Close() // (fails: the server is gone)
+		case "dir":
+			must(fh.Close())
+			d, err := os.Open(dir)
+			must(err)
+			must(d.Sync())
+			killWorker(t, procs[victim])
+			d.Close()
+		}
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		var res messages.CatResult
+		must(call(messages.OpCat, messages.PathArgs{Path: "/" + name}, &res))
+		if got := *res.Content; got != string(content) {
+			t.Fatalf("fsync through %s's mount (%s), then SIGKILL: %s holds %d bytes, want %d", victim, how, name, len(got), len(content))
+		}
+		if now := owner(); now == victim {
+			t.Fatalf("vault still served by the killed %s", victim)
+		}
+		procs[victim] = f.startWorkerProcess(homes[victim], victim, noCatchUp)
+		f.waitMembers(victim)
+	}
+}

@@ -117,6 +117,15 @@ type Options struct {
 	// that reading them again costs no vault query. Zero means 64 MiB,
 	// negative disables the cache.
 	CacheBytes int64
+
+	// OnSync, if not nil, runs after an fsync or fdatasync of a file or
+	// a directory has committed its changes to the vault, and before the
+	// kernel gets the reply: the fsync fails with EIO if it returns an
+	// error. A fleet worker's mounts (mount.start) use it to have the
+	// fleet hold what the fsync committed before it returns (docs
+	// decisions §33); nil (a local mount, exec's) adds nothing to the
+	// vault's own commit. It must not call back into the mount.
+	OnSync func(ctx context.Context) error
 }
 
 // Mount serves one vault at a directory through FUSE: it translates the
@@ -150,6 +159,13 @@ type Mount struct {
 
 	panicOn string // Options.panicOn
 
+	// onSync is Options.OnSync; it gets syncCtx, which Close cancels
+	// first: an fsync racing the mount's end stops waiting for a hook
+	// that may itself wait for Close's caller.
+	onSync     func(ctx context.Context) error
+	syncCtx    context.Context
+	syncCancel context.CancelFunc
+
 	served   chan struct{}  // closed when the server stops: unmounted
 	dev      uint64         // the mount's device number, as stat shows it
 	notifies sync.WaitGroup // kernel notifications sent in the background
@@ -176,8 +192,9 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	m := &Mount{
 		v: v, dir: dir, ro: o.ReadOnly,
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
-		ctx: mctx, cancel: cancel, nodes: map[uint64]*fs.Inode{}, panicOn: o.panicOn,
+		ctx: mctx, cancel: cancel, nodes: map[uint64]*fs.Inode{}, panicOn: o.panicOn, onSync: o.OnSync,
 	}
+	m.syncCtx, m.syncCancel = context.WithCancel(mctx)
 	m.rootNode = &dirNode{node{m: m, ino: tree.RootIno}}
 	t, err := tree.New(ctx, v, tree.Options{
 		ReadOnly: o.ReadOnly, Meta: o.Meta, Logger: m.log, QueueCloses: o.QueueCloses,
@@ -185,6 +202,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		Kernel: (*kernel)(m), Uid: m.uid, Gid: m.gid, Backing: o.Passthrough,
 	})
 	if err != nil {
+		m.syncCancel()
 		cancel()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
@@ -311,6 +329,7 @@ func (m *Mount) Invalidate() { m.t.Invalidate() }
 // and waits for the server to stop.
 func (m *Mount) Close() error {
 	m.closeOnce.Do(func() {
+		m.syncCancel()
 		m.t.StopFollowing()
 		serr := m.Sync(m.ctx)
 		uerr := m.unmount()

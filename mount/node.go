@@ -255,7 +255,7 @@ var _ = (fs.NodeFsyncer)((*dirNode)(nil))
 // Fsync on a directory commits the queued changes of the tree (creates,
 // removals and renames), so that they survive a crash.
 func (d *dirNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
-	return d.m.t.CommitQueue(d.m.ctx)
+	return d.m.synced(d.m.t.CommitQueue(d.m.ctx))
 }
 
 var _ = (fs.NodeMkdirer)((*dirNode)(nil))
@@ -513,9 +513,24 @@ var _ = (fs.NodeFsyncer)((*fileNode)(nil))
 func (f *fileNode) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
 	h, ok := handleOf(fh)
 	if !ok {
-		return f.m.t.CommitQueue(f.m.ctx)
+		return f.m.synced(f.m.t.CommitQueue(f.m.ctx))
 	}
-	return f.m.t.Fsync(f.m.ctx, h.f)
+	// A passthrough-backed file commits here too: the tree copies its
+	// backing file into the vault (tree.Tree.Fsync).
+	return f.m.synced(f.m.t.Fsync(f.m.ctx, h.f))
+}
+
+// synced ends an fsync whose commit returned errno: a committed one runs
+// Options.OnSync before the reply, and fails with EIO if it does.
+func (m *Mount) synced(errno syscall.Errno) syscall.Errno {
+	if errno != 0 || m.onSync == nil || m.ro {
+		return errno
+	}
+	if err := m.onSync(m.syncCtx); err != nil {
+		m.log.Warn("fsync: committed to the vault, but not held as asked (OnSync)", keyErr, err)
+		return syscall.EIO
+	}
+	return 0
 }
 
 var _ = (fs.NodeReleaser)((*fileNode)(nil))

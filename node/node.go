@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +51,8 @@ type Node struct {
 	ownStore bool
 	h        *handler.Handler
 	unwire   func() error
+	// mountSync is the hook SetMountSync installed, nil until then.
+	mountSync atomic.Pointer[func(ctx context.Context, ns, vault string) error]
 }
 
 // StoreOptions are the vault store's options from c.
@@ -88,13 +91,28 @@ func Open(ctx context.Context, o Options) (*Node, error) {
 	}
 	n.h = handler.New(n.store, handler.Options{Worker: o.Worker, Logger: o.Logger, Tracer: o.Tracer, Meter: o.Meter})
 	unwire, err := runner.Wire(o.Config, runner.Parts{Store: n.store, Handler: n.h, Worker: o.Worker, Logger: o.Logger,
-		Tracer: o.Tracer, Meter: o.Meter, Serving: o.Serving})
+		Tracer: o.Tracer, Meter: o.Meter, Serving: o.Serving, MountSync: n.syncMount})
 	if err != nil {
 		n.closeStore()
 		return nil, fmt.Errorf("set up the exec pipeline: %w", err)
 	}
 	n.unwire = unwire
 	return n, nil
+}
+
+// SetMountSync makes f run after every fsync through a mount asked for
+// with mount.start has committed to the store, before the fsync returns
+// (runner.Parts.MountSync): a fleet worker holds what it committed. Its
+// error fails the fsync with EIO. Set it before serving mount.start.
+func (n *Node) SetMountSync(f func(ctx context.Context, ns, vault string) error) {
+	n.mountSync.Store(&f)
+}
+
+func (n *Node) syncMount(ctx context.Context, ns, vault string) error {
+	if f := n.mountSync.Load(); f != nil && *f != nil {
+		return (*f)(ctx, ns, vault)
+	}
+	return nil
 }
 
 // Handle serves one request in-process: the wire edge of the handler

@@ -29,6 +29,10 @@ type Mounts struct {
 	// backing, if not nil, is the content cache every mount hands the
 	// kernel for passthrough reads (mount.Options.Passthrough).
 	backing *tree.Backing
+	// userSync, if not nil, is the OnSync of the mounts asked for with
+	// mount.start (Parts.MountSync), given their vault; set before the
+	// first mount.
+	userSync func(ctx context.Context, ns, vault string) error
 
 	mu   sync.Mutex
 	m    map[string]*activeMount

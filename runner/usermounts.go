@@ -46,7 +46,13 @@ func (ms *Mounts) serve(ctx context.Context, v *vault.Vault, dir string, ro bool
 		}
 		return messages.Errorf(messages.CodeConflict, "%s: vault %s is mounted there", dir, um.vault)
 	}
-	m, err := mount.New(ctx, v, dir, mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log, Passthrough: ms.backing})
+	o := mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log, Passthrough: ms.backing}
+	if f := ms.userSync; f != nil {
+		// An fsync returns once the fleet holds what it committed.
+		ns, name := v.Namespace(), v.Name()
+		o.OnSync = func(ctx context.Context) error { return f(ctx, ns, name) }
+	}
+	m, err := mount.New(ctx, v, dir, o)
 	if err != nil {
 		return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -50,6 +51,13 @@ type Parts struct {
 	// worker, `avfs serve`), not one command line: it then keeps
 	// sandbox inits alive between commands (SandboxConfig.KeepInits).
 	Serving bool
+	// MountSync, if not nil, runs after every fsync through a mount
+	// asked for with mount.start has committed to the store, before the
+	// fsync returns (mount.Options.OnSync); its error fails the fsync
+	// with EIO. A fleet worker sets it (through the node) so that what
+	// an fsync committed is held by the fleet when it returns. Exec's
+	// mounts never run it.
+	MountSync func(ctx context.Context, ns, vault string) error
 }
 
 // Wire registers exec, approvals and policy on p.Handler for a process
@@ -71,6 +79,7 @@ func Wire(c *config.Config, p Parts) (func() error, error) {
 		}
 	}
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), p.Logger, backing)
+	mounts.userSync = p.MountSync
 	r := NewRunner(p.Store, pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
 		ApprovalTTL: c.Approvals.TTL, Worker: p.Worker, Tracer: p.Tracer, Meter: p.Meter, Sandbox: sb,

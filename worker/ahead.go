@@ -23,10 +23,16 @@ import (
 // aheadEvery is how often the worker looks for copies ahead of the log.
 const aheadEvery = time.Second
 
-// catchUpLoop pushes snapshots of copies ahead of their log until ctx
-// ends.
-func (l *changelog) catchUpLoop(ctx context.Context) {
-	t := time.NewTicker(aheadEvery)
+// catchUpLoop pushes snapshots of copies ahead of their log every every
+// (0: aheadEvery; negative: never) until ctx ends.
+func (l *changelog) catchUpLoop(ctx context.Context, every time.Duration) {
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = aheadEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -73,6 +73,11 @@ type ServeOptions struct {
 	// GCSettle is the periodic sweep's settle time (ChunkGCOptions);
 	// default DefaultChunkGCSettle. Tests shorten it.
 	GCSettle time.Duration
+	// CatchUpEvery is how often the worker pushes snapshots of copies
+	// ahead of their log (writes through its mounts; ahead.go); default
+	// one second. Negative never does: tests check that an fsync holds
+	// its writes by itself. Leave it zero in production.
+	CatchUpEvery time.Duration
 }
 
 // Server serves the requests a dispatcher forwards to one worker id.
@@ -153,9 +158,13 @@ func NewServer(nc *nats.Conn, n *node.Node, o ServeOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return (&Server{id: o.ID, h: n.Handler(), store: n.Store(), meter: telemetry.MeterProvider(n.Meter()), nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
+	s := (&Server{id: o.ID, h: n.Handler(), store: n.Store(), meter: telemetry.MeterProvider(n.Meter()), nc: nc, js: js, o: o, log: o.Logger.With(telemetry.LogKeyWorker, o.ID),
 		tr: telemetry.Provider(o.Tracer).Tracer(scopeName), sem: make(chan struct{}, o.Concurrency), qs: map[string]chan delivery{}, seen: map[string]struct{}{},
-		stop: make(chan struct{})}).withHandoff(), nil
+		stop: make(chan struct{})}).withHandoff()
+	// An fsync through the worker's mounts returns once the fleet
+	// holds it (mountsync.go).
+	n.SetMountSync(s.clog.mountSynced)
+	return s, nil
 }
 
 func (s *Server) withHandoff() *Server {
@@ -208,7 +217,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var cwg sync.WaitGroup
 	cwg.Add(4)
 	go func() { defer cwg.Done(); s.clog.flushLoop(cctx) }()
-	go func() { defer cwg.Done(); s.clog.catchUpLoop(cctx) }()
+	go func() { defer cwg.Done(); s.clog.catchUpLoop(cctx, s.o.CatchUpEvery) }()
 	go func() { defer cwg.Done(); s.cat.run(cctx) }()
 	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
 	defer func() { ccancel(); cwg.Wait() }()
