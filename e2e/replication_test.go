@@ -425,3 +425,58 @@ func TestMountFsyncHeldByTheFleet(t *testing.T) {
 		f.waitMembers(victim)
 	}
 }
+
+// TestMountFsyncFailsOnceVaultLost mounts a vault on its owner
+// (mount.start), moves the vault to another worker behind the owner's
+// back (as a dispatcher does when a heartbeat lapses), and writes through
+// the old owner's mount: its fsync cannot be held by the fleet (the old
+// owner's snapshot is fenced off), so it fails with EIO instead of
+// acknowledging a write the new owner does not have.
+func TestMountFsyncFailsOnceVaultLost(t *testing.T) {
+	f := startFleet(t)
+	home := t.TempDir()
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	serveStore(t, f.conn(), "lo1", home, st, nil, nil, func(o *worker.ServeOptions) { o.CatchUpEvery = -1 })
+	f.waitMembers("lo1")
+	c := f.client()
+	ctx := context.Background()
+	call, must := vaultCaller(t, c, "lost", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	dir := t.TempDir()
+	must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
+	write := func(name string) error {
+		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		if _, err := fh.Write([]byte(name)); err != nil {
+			return err
+		}
+		return fh.Sync()
+	}
+	must(write("before.txt"))
+	f.addWorker("lo2")
+	js, _ := jetstream.New(f.conn())
+	kv, err := js.KeyValue(ctx, messages.BucketOwners)
+	must(err)
+	old, rev := ownerRecord(t, kv, "default", "lost")
+	b, _ := json.Marshal(messages.Owner{Worker: "lo2", Epoch: old.Epoch + 1})
+	_, err = kv.Update(ctx, "default.lost", b, rev)
+	must(err)
+	if rep := f.askWorker("lo2", "default", "lost", messages.OpWrite, messages.WriteArgs{Path: "/on-lo2.txt", Content: []byte("lo2")}); rep.Error != nil {
+		t.Fatalf("write on the new owner: %v", rep.Error)
+	}
+	if err := write("after.txt"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync through the old owner's mount after it lost the vault: %v, want EIO", err)
+	}
+	var cat messages.CatResult
+	must(call(messages.OpCat, messages.PathArgs{Path: "/before.txt"}, &cat))
+	if *cat.Content != "before.txt" {
+		t.Fatalf("/before.txt on the new owner: %q", *cat.Content)
+	}
+}
