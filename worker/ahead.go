@@ -18,7 +18,8 @@ import (
 // past the position it recorded, and which no request holds (its log
 // lock is free), gets a snapshot pushed, which holds those changes in
 // the fleet. The recovery point of such writes is therefore about
-// aheadEvery plus the push, not "the next request".
+// aheadEvery plus the push, not "the next request"; an fsync through the
+// mount holds them before it returns (mountsync.go).
 
 // aheadEvery is how often the worker looks for copies ahead of the log.
 const aheadEvery = time.Second

@@ -162,10 +162,11 @@ func kindOf(op messages.Op) changeKind {
 		return changeSnapshot
 	case messages.OpMountStop:
 		// The writes made through a worker's mount (mount.start) are
-		// committed to its store at close and fsync, outside the log: the
-		// next snapshot keeps them (the vault's next logged change sees
-		// the copy ahead of the log and pushes one). Ending the mount
-		// pushes one before its reply.
+		// committed to its store at close and fsync, outside the log: an
+		// fsync pushes a snapshot before it returns (mountsync.go), else
+		// the next snapshot keeps them (the catch-up loop, or the vault's
+		// next logged change, which sees the copy ahead of the log).
+		// Ending the mount pushes one before its reply.
 		return changeSnapshot
 	}
 	return changeLog

@@ -37,7 +37,10 @@
 // snapshot and the entries after it. A copy that got ahead of its log
 // outside the requests (the worker's own mounts, a background run) is
 // pushed by a loop that looks every second (ahead.go), taking a vault's
-// log lock only when it is free (TryLock). When fleet.gc_interval is set,
+// log lock only when it is free (TryLock); an fsync through the worker's
+// own mounts pushes one before it returns (mountsync.go, called by the
+// mount from a FUSE request, holding no lock of the mount's). When
+// fleet.gc_interval is set,
 // a loop looks about once per interval whether the fleet's chunk bucket
 // needs a sweep and claims it for this worker (periodicgc.go).
 //
@@ -57,7 +60,9 @@
 //     orders them.
 //  3. changelog.locks[k], a vault's log lock: held from the handling of a
 //     change to its append (and by a push while it pins and exports the
-//     snapshot, and by the catch-up loop while it pushes); a fork's
+//     snapshot, and by the catch-up loop and a mount's fsync while they
+//     push; the fsync waits for it by polling TryLock, and gives up when
+//     its mount closes: mount.stop holds it while it unmounts); a fork's
 //     source's before its new target's, and taken again by the source's
 //     result entry (keepResult) after the target is kept.
 //  4. handoff.mu and changelog.mu: guard maps (jobs, served, dirty,
