@@ -822,56 +822,99 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 }
 
 // replay applies k's entries after from up to last through the handler,
-// and says how many changes it applied.
+// and says how many changes it applied. The entries are read through an
+// ordered consumer in batches, not one stream get each: a takeover's
+// replay is part of the failover time, and a get is a round trip to the
+// stream's leader.
 func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) (int, error) {
-	subj := messages.LogSubject(k.ns, k.vault)
-	n := 0
-	for seq := from + 1; seq <= last; {
-		m, err := l.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break
-		}
+	if last <= from {
+		return 0, nil
+	}
+	start := time.Now()
+	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{messages.LogSubject(k.ns, k.vault)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)
+	}
+	// The first fetch asks for one entry; each next one for what the last
+	// said was pending (at most 256), so no fetch waits out its timeout
+	// for entries that do not exist.
+	n, want := 0, 1
+	for {
+		batch, err := cons.Fetch(want, jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
-			return n, fmt.Errorf("read the change log of %s/%s at %d: %w", k.ns, k.vault, seq, err)
+			return n, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)
 		}
-		if m.Sequence > last {
+		got, done := 0, false
+		var pending uint64
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				return n, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)
+			}
+			pending = md.NumPending
+			if done || md.Sequence.Stream > last {
+				done = true
+				continue // drain the batch
+			}
+			applied, err := l.replayEntry(ctx, k, md.Sequence.Stream, m.Data())
+			if err != nil {
+				return n, err
+			}
+			if applied {
+				n++
+			}
+			done = md.Sequence.Stream >= last
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return n, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)
+		}
+		if done || got == 0 || pending == 0 {
 			break
 		}
-		seq = m.Sequence + 1
-		var e messages.ChangeEntry
-		if err := json.Unmarshal(m.Data, &e); err != nil {
-			return n, fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
-		}
-		if e.Kind == messages.LogResult && e.Request != nil {
-			// A fork's row: its target is a vault of its own, kept by
-			// its snapshot; running the fork again would make it again.
-			rk := vault.RequestKey{Namespace: k.ns, Vault: k.vault, ID: e.Request.RequestID, Op: string(e.Request.Op), ArgsHash: e.ArgsHash}
-			if err := l.st.StoreResult(ctx, rk, e.Result); err != nil && !errors.Is(err, vault.ErrConflict) {
-				return n, fmt.Errorf("change log entry %d of %s/%s: %w", m.Sequence, k.ns, k.vault, err)
-			}
-			continue
-		}
-		if e.Kind != messages.LogOp || e.Request == nil {
-			continue // an epoch, or a snapshot whose push never landed
-		}
-		rctx := ctx
-		if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
-			rctx = vault.WithTime(ctx, t)
-		}
-		req := *e.Request
-		rep := l.s.h.Handle(rctx, req)
-		if rep.Error != nil {
-			// The change was applied once, with success: a replay that
-			// fails means the copy differs from the owner's.
-			l.s.log.Error("change log: replay failed", telemetry.LogKeyVault, k.vault, "seq", m.Sequence, "op", req.Op,
-				telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, rep.Error.Message)
-		}
-		n++
+		want = int(min(pending, 256))
 	}
 	if n > 0 {
-		l.s.log.Info("change log replayed", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "entries", n, "from", from, "to", last)
+		l.s.log.Info("change log replayed", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, "entries", n, "from", from, "to", last,
+			"took", time.Since(start))
 	}
 	return n, nil
+}
+
+// replayEntry applies the entry at seq of k's log, and says whether it
+// was a change applied through the handler.
+func (l *changelog) replayEntry(ctx context.Context, k vkey, seq uint64, data []byte) (bool, error) {
+	var e messages.ChangeEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return false, fmt.Errorf("change log entry %d of %s/%s: %w", seq, k.ns, k.vault, err)
+	}
+	if e.Kind == messages.LogResult && e.Request != nil {
+		// A fork's row: its target is a vault of its own, kept by its
+		// snapshot; running the fork again would make it again.
+		rk := vault.RequestKey{Namespace: k.ns, Vault: k.vault, ID: e.Request.RequestID, Op: string(e.Request.Op), ArgsHash: e.ArgsHash}
+		if err := l.st.StoreResult(ctx, rk, e.Result); err != nil && !errors.Is(err, vault.ErrConflict) {
+			return false, fmt.Errorf("change log entry %d of %s/%s: %w", seq, k.ns, k.vault, err)
+		}
+		return false, nil
+	}
+	if e.Kind != messages.LogOp || e.Request == nil {
+		return false, nil // an epoch, or a snapshot whose push never landed
+	}
+	rctx := ctx
+	if t, err := time.Parse(time.RFC3339Nano, e.Time); err == nil {
+		rctx = vault.WithTime(ctx, t)
+	}
+	req := *e.Request
+	if rep := l.s.h.Handle(rctx, req); rep.Error != nil {
+		// The change was applied once, with success: a replay that fails
+		// means the copy differs from the owner's.
+		l.s.log.Error("change log: replay failed", telemetry.LogKeyVault, k.vault, "seq", seq, "op", req.Op,
+			telemetry.LogKeyRequest, req.RequestID, telemetry.LogKeyErr, rep.Error.Message)
+	}
+	return true, nil
 }
 
 // reconcileLogged is reconcile for a vault whose changes are logged: the
