@@ -146,11 +146,6 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 	if err != nil {
 		return nil, err
 	}
-	// A process killed with SIGKILL leaves a dead mount behind, which
-	// answers ENOTCONN; a lazy unmount clears it.
-	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
-		unix.Unmount(dir, unix.MNT_DETACH)
-	}
 	// Only one process may serve the stable path: wait for another
 	// process's command in this vault to finish and its mount to go.
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
@@ -158,6 +153,12 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 		return nil, err
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	// A process killed with SIGKILL leaves a dead mount behind, which
+	// answers ENOTCONN once its connection is gone (which may be after
+	// its lock was released); a lazy unmount clears it.
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		lock.Close()
 		return nil, err
