@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -68,42 +69,33 @@ func BenchmarkFleetWrite1KiB(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
-		b.Run(path.name+"/throughput", func(b *testing.B) {
-			defer profileSteady(b, path.name)()
-			defer cpuPerRequest(b)()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < callers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for i := w; i < b.N; i += callers {
-						write(fmt.Sprintf("b%02d", w), i)
-					}
-				}(w)
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
-		})
-		// The same 16 callers on one vault, whose requests the worker
-		// serves one at a time.
-		b.Run(path.name+"/throughput-onevault", func(b *testing.B) {
-			defer profileSteady(b, path.name+"-onevault")()
-			defer cpuPerRequest(b)()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := 0; w < callers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
-					for i := w; i < b.N; i += callers {
-						write("b00", i)
-					}
-				}(w)
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
-		})
+		// 16 callers on 16 vaults, then on one vault, whose requests the
+		// worker serves one at a time.
+		for _, tc := range []struct {
+			name  string
+			vault func(w int) string
+		}{
+			{"/throughput", func(w int) string { return fmt.Sprintf("b%02d", w) }},
+			{"/throughput-onevault", func(int) string { return "b00" }},
+		} {
+			b.Run(path.name+tc.name, func(b *testing.B) {
+				defer profileSteady(b, path.name+strings.TrimPrefix(tc.name, "/throughput"))()
+				defer cpuPerRequest(b)()
+				start := time.Now()
+				var wg sync.WaitGroup
+				for w := 0; w < callers; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						for i := w; i < b.N; i += callers {
+							write(tc.vault(w), i)
+						}
+					}(w)
+				}
+				wg.Wait()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+			})
+		}
 	}
 }
 
