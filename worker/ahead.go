@@ -33,14 +33,19 @@ func (l *changelog) catchUpLoop(ctx context.Context, every time.Duration) {
 	if every == 0 {
 		every = aheadEvery
 	}
-	t := time.NewTicker(every)
+	everyTick(ctx, every, func() { l.catchUp(ctx) })
+}
+
+// everyTick runs fn every d until ctx ends.
+func everyTick(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			l.catchUp(ctx)
+			fn()
 		}
 	}
 }

@@ -32,16 +32,7 @@ func (s *Server) sweepExpired(ctx context.Context) {
 		s.log.Warn("expiry sweep disabled", telemetry.LogKeyErr, err)
 		return
 	}
-	t := time.NewTicker(s.o.SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sweepOnce(ctx, c)
-		}
-	}
+	everyTick(ctx, s.o.SweepEvery, func() { s.sweepOnce(ctx, c) })
 }
 
 func (s *Server) sweepOnce(ctx context.Context, c *client.Client) {
