@@ -105,17 +105,38 @@ func newChangelog(s *Server) *changelog {
 		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}, modes: map[vkey]string{}}
 }
 
-// open finds the log stream; without it the fleet replicates at pushes
-// only, as before the log.
-func (l *changelog) open(ctx context.Context) {
-	st, err := l.s.js.Stream(ctx, messages.StreamLog)
-	if err != nil {
-		l.s.log.Warn("change log disabled: changes are replicated only by pushes", "stream", messages.StreamLog, telemetry.LogKeyErr, err)
-		return
+// openWait bounds how long a starting worker waits for the log stream
+// to answer.
+const openWait = 2 * time.Minute
+
+// open finds the log stream. Only a fleet set up without one (an older
+// version) runs without it, replicating at pushes only. Any other error
+// is tried again for up to openWait and then returned: a worker that
+// served without its log would acknowledge changes no log holds (a
+// cluster electing leaders answers with timeouts for a while).
+func (l *changelog) open(ctx context.Context) error {
+	deadline := time.Now().Add(openWait)
+	for {
+		st, err := l.s.js.Stream(ctx, messages.StreamLog)
+		switch {
+		case err == nil:
+			l.mu.Lock()
+			l.stream = st
+			l.mu.Unlock()
+			return nil
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			l.s.log.Warn("change log disabled: changes are replicated only by pushes", "stream", messages.StreamLog, telemetry.LogKeyErr, err)
+			return nil
+		case ctx.Err() != nil || time.Now().After(deadline):
+			return fmt.Errorf("change log stream %s: %w", messages.StreamLog, err)
+		}
+		l.s.log.Warn("change log stream not answering yet, trying again", "stream", messages.StreamLog, telemetry.LogKeyErr, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("change log stream %s: %w", messages.StreamLog, ctx.Err())
+		case <-time.After(time.Second):
+		}
 	}
-	l.mu.Lock()
-	l.stream = st
-	l.mu.Unlock()
 }
 
 func (l *changelog) lock(k vkey) *sync.Mutex {

@@ -200,7 +200,9 @@ func (s *Server) Run(ctx context.Context) error {
 	} else {
 		s.log.Warn("attempt links disabled", "bucket", messages.BucketAttempts, telemetry.LogKeyErr, err)
 	}
-	s.clog.open(ctx)
+	if err := s.clog.open(ctx); err != nil {
+		return err
+	}
 	okv, err := s.js.KeyValue(ctx, messages.BucketOwners)
 	if err != nil {
 		return fmt.Errorf("owners bucket: %w", err)
