@@ -224,7 +224,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer cwg.Done(); s.cat.seed(cctx) }()
 	defer func() { ccancel(); cwg.Wait() }()
 	lost := make(chan struct{}, 1)
-	cc, err := s.consume(ctx, lost)
+	cc, err := s.consumeAtStart(ctx, lost)
 	if err != nil {
 		return err
 	}
@@ -371,6 +371,31 @@ func (s *Server) consume(ctx context.Context, lost chan struct{}) (jetstream.Con
 		return nil, fmt.Errorf("worker consume: %w", err)
 	}
 	return cc, nil
+}
+
+// consumeWait bounds how long a starting worker waits for its work
+// subject to be free.
+const consumeWait = 30 * time.Second
+
+// consumeAtStart is consume for a starting worker. A worker started again
+// with its old id right after it died finds a dispatcher's rescue consumer
+// still holding its work subject (moving the dead worker's requests on):
+// it waits for the rescue to end rather than exit.
+func (s *Server) consumeAtStart(ctx context.Context, lost chan struct{}) (jetstream.ConsumeContext, error) {
+	deadline := time.Now().Add(consumeWait)
+	for {
+		cc, err := s.consume(ctx, lost)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWQConsumerNotUnique || time.Now().After(deadline) {
+			return cc, err
+		}
+		s.log.Warn("work subject held by another consumer (a rescue of this worker's requests?): trying again", telemetry.LogKeyErr, err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // signal wakes c's reader without blocking (c has room for one).
