@@ -101,6 +101,7 @@ type Server struct {
 	qs       map[string]chan delivery // per-vault queues, each drained by one goroutine
 	seen     map[string]struct{}
 	busy     int
+	execs    int           // the execs among busy: a member's running_execs
 	stop     chan struct{} // closed when Run ends: idle queues retire at once
 	ho       *handoff      // pushes and pulls vault copies (handoff.go)
 	cat      *catalog      // the fleet's vault and approval catalogs (catalog.go)
@@ -436,7 +437,7 @@ func (s *Server) release() {
 func (s *Server) member() messages.Member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.busy,
+	return messages.Member{ID: s.id, Kind: "worker", Vaults: len(s.seen), RunningExecs: s.execs,
 		Load: float64(s.busy) / float64(s.o.Concurrency), LastSeen: time.Now().UTC().Format(time.RFC3339Nano)}
 }
 
@@ -593,6 +594,16 @@ func (s *Server) process(msg delivery) {
 	owner, fenced := s.fence(ctx, msg, req, replyTo)
 	if fenced {
 		return
+	}
+	if req.Op == messages.OpExec {
+		s.mu.Lock()
+		s.execs++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.execs--
+			s.mu.Unlock()
+		}()
 	}
 	hctx := withTouch(withOwner(handler.WithAttempt(ctx, attempt), owner), msg.InProgress)
 	if to := msg.Headers().Get(messages.HeaderOutputTo); req.Op == messages.OpExec && messages.ValidReplyTo(to) {
