@@ -42,14 +42,13 @@ test:
 # fuzz-all fuzzes those too (their packages take SQLite, whose fuzzing
 # build is slow: run it on a quiet machine, e.g. FUZZTIME=1m).
 FUZZTIME ?= 10s
-FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -parallel 1
 fuzz:
-	$(FUZZ) -fuzz '^FuzzDecodeWork$$' ./messages
-	$(FUZZ) -fuzz '^FuzzValidJSONText$$' ./messages
+	GO=$(GO) ./scripts/fuzz.sh $(FUZZTIME) FuzzDecodeWork ./messages
+	GO=$(GO) ./scripts/fuzz.sh $(FUZZTIME) FuzzValidJSONText ./messages
 
 fuzz-all: fuzz
-	$(FUZZ) -fuzz '^FuzzCleanPath$$' ./vault
-	$(FUZZ) -fuzz '^FuzzRequestArgs$$' ./handler
+	GO=$(GO) ./scripts/fuzz.sh $(FUZZTIME) FuzzCleanPath ./vault
+	GO=$(GO) ./scripts/fuzz.sh $(FUZZTIME) FuzzRequestArgs ./handler
 
 # The seed workflow against a real trace backend (Jaeger, built from
 # tools/jaeger): the failed attempt's trace and the rollback's link.
