@@ -480,3 +480,97 @@ func TestMountFsyncFailsOnceVaultLost(t *testing.T) {
 		t.Fatalf("/before.txt on the new owner: %q", *cat.Content)
 	}
 }
+
+// TestMountWritesHeldAgainAfterTheLogRefusedAnAppend mounts a vault on
+// its owner (mount.start) and has the change log refuse every append for
+// a while (its stream's message size limit lowered under every entry),
+// as a NATS outage would: an fsync meanwhile fails with EIO. Once the
+// log takes entries again, with no request to the vault in between, the
+// owner takes its log over again by itself: what the mount committed
+// meanwhile (a closed file, the failed fsync's file) is held by the
+// fleet within seconds, and the next fsync succeeds. A second worker,
+// handed the vault, serves all of it.
+func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
+	f := startFleet(t)
+	home := t.TempDir()
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	serveStore(t, f.conn(), "rt1", home, st, nil, nil)
+	f.waitMembers("rt1")
+	c := f.client()
+	ctx := context.Background()
+	call, must := vaultCaller(t, c, "lapse", 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	dir := t.TempDir()
+	must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	write := func(name string, fsync bool) error {
+		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		if _, err := fh.Write([]byte(name)); err != nil {
+			return err
+		}
+		if fsync {
+			return fh.Sync()
+		}
+		return fh.Close()
+	}
+	must(write("before.txt", true))
+
+	js, _ := jetstream.New(f.conn())
+	stream, err := js.Stream(ctx, messages.StreamLog)
+	must(err)
+	info, err := stream.Info(ctx)
+	must(err)
+	cfg := info.Config
+	limit := cfg.MaxMsgSize
+	cfg.MaxMsgSize = 8 // under any entry: every append is refused
+	_, err = js.UpdateStream(ctx, cfg)
+	must(err)
+	if err := write("refused.txt", true); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync while the log refuses appends: %v, want EIO", err)
+	}
+	must(write("closed.txt", false))
+	heads, err := js.KeyValue(ctx, messages.BucketHeads)
+	must(err)
+	headRev := func() uint64 {
+		e, err := heads.Get(ctx, messages.VaultKey("default", "lapse"))
+		must(err)
+		return e.Revision()
+	}
+	rev := headRev()
+	cfg.MaxMsgSize = limit
+	_, err = js.UpdateStream(ctx, cfg)
+	must(err)
+	poll.Until(t, 30*time.Second, "a snapshot holding what the mount committed while the log refused appends", func() (bool, error) {
+		return headRev() != rev, nil
+	})
+	must(write("after.txt", true))
+
+	// Hand the vault to another worker, as a dispatcher does when the
+	// owner's heartbeat lapses: it serves everything the mount committed.
+	f.addWorker("rt2")
+	kv, err := js.KeyValue(ctx, messages.BucketOwners)
+	must(err)
+	old, orev := ownerRecord(t, kv, "default", "lapse")
+	b, _ := json.Marshal(messages.Owner{Worker: "rt2", Epoch: old.Epoch + 1})
+	_, err = kv.Update(ctx, "default.lapse", b, orev)
+	must(err)
+	for _, name := range []string{"before.txt", "refused.txt", "closed.txt", "after.txt"} {
+		rep := f.askWorker("rt2", "default", "lapse", messages.OpCat, messages.PathArgs{Path: "/" + name})
+		if rep.Error != nil {
+			t.Fatalf("cat /%s on the new owner: %v", name, rep.Error)
+		}
+		var res messages.CatResult
+		must(json.Unmarshal(rep.Result, &res))
+		if *res.Content != name {
+			t.Fatalf("/%s on the new owner holds %q", name, *res.Content)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/avfs/avfs/telemetry"
@@ -50,11 +51,26 @@ func everyTick(ctx context.Context, d time.Duration, fn func()) {
 	}
 }
 
-// catchUp pushes a snapshot of each vault this worker took whose copy is
-// ahead of its recorded log position and whose log lock is free.
+// catchUp takes lapsed vaults again (retake), then pushes a snapshot of
+// each vault this worker took whose copy is ahead of its recorded log
+// position and whose log lock is free.
 func (l *changelog) catchUp(ctx context.Context) {
 	if !l.streamOn() {
 		return
+	}
+	l.mu.Lock()
+	lapsed := make([]vkey, 0, len(l.lapsed))
+	for k := range l.lapsed {
+		lapsed = append(lapsed, k)
+	}
+	l.mu.Unlock()
+	for _, k := range lapsed {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := l.retake(ctx, k); err != nil && !errors.Is(err, errLostVault) && !errors.Is(err, errNotTaken) {
+			l.s.log.Warn("change log: take a lapsed vault again", telemetry.LogKeyNamespace, k.ns, telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
+		}
 	}
 	l.mu.Lock()
 	taken := make([]vkey, 0, len(l.last))

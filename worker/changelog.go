@@ -95,6 +95,11 @@ type changelog struct {
 	// modes caches vaults' replication modes (vault settings; the
 	// head's at a takeover).
 	modes map[vkey]string
+	// lapsed holds the vaults forgotten after a failed append or head
+	// move: the catch-up loop takes them again while this worker still
+	// owns them (retake), so that writes through a mount, which make no
+	// request, are held again without waiting for one.
+	lapsed map[vkey]struct{}
 }
 
 // flushEvery is how often recorded local positions reach the store.
@@ -102,7 +107,7 @@ const flushEvery = 100 * time.Millisecond
 
 func newChangelog(s *Server) *changelog {
 	return &changelog{s: s, st: s.store, last: map[vkey]uint64{}, since: map[vkey]int{}, locks: map[vkey]*sync.Mutex{},
-		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}, modes: map[vkey]string{}}
+		pos: map[vkey]localPos{}, unflushed: map[vkey]localPos{}, modes: map[vkey]string{}, lapsed: map[vkey]struct{}{}}
 }
 
 // openWait bounds how long a starting worker waits for the log stream
@@ -543,14 +548,19 @@ func wrongSeq(err error) bool {
 }
 
 // forget drops what this worker knows of k's log and ownership: the next
-// request for k reconciles (and finds whether it still owns it).
+// request for k reconciles (and finds whether it still owns it). The
+// recorded position stays: that the copy at pos equalled the log up to
+// seq is still true, and it is what lets the takeover tell a copy ahead
+// of the log (the append never landed: keep the copy, push a snapshot)
+// from one apart from it (it landed: pull). Without it the takeover
+// pulled the last snapshot over the copy, and a mount's writes since
+// then were gone from under the mount.
 func (l *changelog) forget(k vkey) {
 	l.mu.Lock()
 	delete(l.last, k)
 	delete(l.since, k)
-	delete(l.pos, k)
-	delete(l.unflushed, k)
 	delete(l.modes, k)
+	l.lapsed[k] = struct{}{}
 	l.mu.Unlock()
 	l.s.ho.mu.Lock()
 	delete(l.s.ho.checked, k)
@@ -719,6 +729,7 @@ func (l *changelog) dropped(ctx context.Context, k vkey) {
 	delete(l.since, k)
 	delete(l.pos, k)
 	delete(l.unflushed, k)
+	delete(l.lapsed, k)
 	l.mu.Unlock()
 	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(messages.LogSubject(k.ns, k.vault))); err != nil {
 		l.s.log.Warn("change log: drop a deleted vault's log", telemetry.LogKeyVault, k.vault, telemetry.LogKeyErr, err)
@@ -799,6 +810,7 @@ func (l *changelog) take(ctx context.Context, k vkey, epoch int64, hd messages.H
 		from = last
 		l.mu.Lock()
 		l.last[k] = last
+		delete(l.lapsed, k)
 		l.mu.Unlock()
 		e := messages.ChangeEntry{Kind: messages.LogEpoch, Epoch: epoch, Worker: l.s.id, Time: time.Now().UTC().Format(time.RFC3339Nano)}
 		b, _ := json.Marshal(e)

@@ -36,6 +36,13 @@ func (l *changelog) mountSynced(ctx context.Context, ns, name string) error {
 		return nil
 	}
 	work := context.WithoutCancel(ctx)
+	if !l.taken(k) {
+		// A failed append made this worker forget the vault (or it never
+		// took it): take it again first, as a request would.
+		if err := l.retake(work, k); err != nil {
+			return fmt.Errorf("fsync of %s/%s: %w", ns, name, err)
+		}
+	}
 	pos, err := l.st.Vault(ns, name).ChangeSeq(work)
 	if err != nil {
 		return fmt.Errorf("fsync of %s/%s: %w", ns, name, err)
@@ -58,13 +65,8 @@ func (l *changelog) mountSynced(ctx context.Context, ns, name string) error {
 	if l.holds(work, k, pos) {
 		return nil
 	}
-	l.mu.Lock()
-	_, taken := l.last[k]
-	l.mu.Unlock()
-	if !taken {
-		// Lost (another worker appended), or a failed append made this
-		// worker forget it: only a request's reconcile can tell, and
-		// until then nothing through the mount can be held.
+	if !l.taken(k) {
+		// Forgotten again while this waited (an append failed).
 		return fmt.Errorf("fsync of %s/%s: %w", ns, name, errNotTaken)
 	}
 	if err := l.snapshot(context.WithValue(work, heldKey{}, k), k, "fsync"); err != nil {
@@ -78,4 +80,46 @@ func (l *changelog) mountSynced(ctx context.Context, ns, name string) error {
 func (l *changelog) holds(ctx context.Context, k vkey, pos vault.LogPos) bool {
 	lp, ok := l.local(ctx, k)
 	return ok && lp.pos.Vault == pos.Vault && lp.pos.Seq >= pos.Seq
+}
+
+// taken reports whether this worker holds k's log position: it took the
+// vault's log over and no append failed since.
+func (l *changelog) taken(k vkey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.last[k]
+	return ok
+}
+
+// retake takes k's log over again, as a request's reconcile does, when
+// this worker still owns k; errLostVault when another worker does. A
+// vault lapses after a failed append (a NATS node electing leaders, a
+// timeout): without this, writes through a mount of it, which make no
+// request, would fail their fsync (and the catch-up loop would skip
+// them) until some request came.
+func (l *changelog) retake(ctx context.Context, k vkey) error {
+	if l.s.owned == nil {
+		return errNotTaken // not a fleet member (yet)
+	}
+	o, known, err := l.s.owned.Get(ctx, k.ns, k.vault)
+	if err != nil {
+		return err
+	}
+	if !known || o.Worker != l.s.id {
+		l.mu.Lock()
+		delete(l.lapsed, k)
+		l.mu.Unlock()
+		return errLostVault
+	}
+	if err := l.s.ho.reconcile(ctx, k, o.Epoch, ""); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	_, ok := l.last[k]
+	delete(l.lapsed, k) // taken, or not logged (any more) or deleted
+	l.mu.Unlock()
+	if !ok {
+		return errNotTaken
+	}
+	return nil
 }
