@@ -3,6 +3,7 @@ package vault
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 // Group commit. A commit costs more than most write transactions' own
@@ -97,11 +98,70 @@ func (s *Store) join(ctx context.Context) (member, error) {
 	return member{g: s.grp, conn: conn}, nil
 }
 
+// A Batch lets a series of writes that nobody waits on one by one (a
+// takeover replaying a vault's change log) share transactions: a write
+// made with WithBatch returns once its changes are in the open group,
+// which stays open for the next write, up to maxBatch writes; Commit
+// commits it and reports whether every write of the batch was committed.
+// Nothing is acknowledged before Commit returns: the caller records
+// what it applied only then. A read made with the batch's ctx commits
+// first, so it sees the batch's writes. Any other writer (lockWriter, or a write
+// without the batch that finds nobody queued) may commit the group
+// earlier; Commit still reports its outcome.
+type Batch struct {
+	groups []*group // the groups the batch's writes left open, in order
+}
+
+// maxBatch bounds the writes one batched group takes before it commits
+// as any other group does.
+const maxBatch = 256
+
+type batchKey struct{}
+
+// WithBatch returns ctx whose writes join b.
+func WithBatch(ctx context.Context, b *Batch) context.Context {
+	return context.WithValue(ctx, batchKey{}, b)
+}
+
+// Commit commits the group b's writes left open and returns the first
+// error that kept one of them from being committed.
+func (s *Store) Commit(b *Batch) error {
+	if len(b.groups) == 0 {
+		return nil
+	}
+	s.queueWriter()
+	if s.grp != nil && s.grp == b.groups[len(b.groups)-1] {
+		s.endGroup()
+	}
+	s.wmu.Unlock()
+	s.notifyAudit()
+	var err error
+	for _, g := range b.groups {
+		<-g.done
+		if err == nil && g.err != nil {
+			err = fmt.Errorf("batched writes: commit: %w", g.err)
+		}
+	}
+	b.groups = b.groups[:0]
+	return err
+}
+
+// commitBatchOf commits the writes ctx's batch left open, if any, before
+// a read on another connection: the batch's later writes may depend on
+// what its earlier ones wrote (a replayed copy reads its source).
+func (s *Store) commitBatchOf(ctx context.Context) error {
+	if b, _ := ctx.Value(batchKey{}).(*Batch); b != nil && len(b.groups) > 0 {
+		return s.Commit(b)
+	}
+	return nil
+}
+
 // leave ends m's part, keeping its changes or not, and unlocks s.wmu.
 // Then the group is committed, unless a writer is queued to join it: then
-// leave waits for whoever commits it. It returns, when keep, the error
-// that kept m's changes from being committed.
-func (s *Store) leave(m member, keep bool) error {
+// leave waits for whoever commits it. A batch's write (b not nil) leaves
+// the group open (Batch). It returns, when keep, the error that kept m's
+// changes from being committed.
+func (s *Store) leave(m member, keep bool, b *Batch) error {
 	g := m.g
 	switch {
 	case m.sp && keep:
@@ -123,6 +183,13 @@ func (s *Store) leave(m member, keep bool) error {
 		close(g.done)
 	}
 	if s.grp == g {
+		if keep && b != nil && g.members < maxBatch {
+			if n := len(b.groups); n == 0 || b.groups[n-1] != g {
+				b.groups = append(b.groups, g)
+			}
+			s.wmu.Unlock()
+			return nil
+		}
 		if s.wwait.Load() > 0 && g.members < maxGroup {
 			s.wmu.Unlock()
 			if !keep {

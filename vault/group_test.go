@@ -117,3 +117,58 @@ func TestSetMetasStoresEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchedWritesCommitWithTheBatch: writes made with a Batch (a
+// takeover replaying a change log) are kept once the batch commits, a
+// read in the batch sees the batch's earlier writes, and one write the
+// vault refuses (quota) leaves the batch's other writes in. Until the
+// batch commits, another connection to the store sees none of the
+// writes of its open group.
+func TestBatchedWritesCommitWithTheBatch(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir() + "/store.db"
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	limit := int64(300)
+	if _, err := s.Create(ctx, "ns", "v", Quota{MaxFiles: &limit}, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	v := s.Vault("ns", "v")
+	b := &Batch{}
+	bctx := WithBatch(ctx, b)
+	for i := 0; i < 300; i++ {
+		if _, err := v.WriteFile(bctx, fmt.Sprintf("/f%03d", i), []byte(fmt.Sprint(i)), WriteOptions{}, Meta{}); err != nil {
+			t.Fatalf("batched write %d: %v", i, err)
+		}
+	}
+	other, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, _, err := other.Vault("ns", "v").ReadFile(ctx, "/f299"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another connection read /f299 of the open batch: %v, want ErrNotFound", err)
+	}
+	if _, err := v.WriteFile(bctx, "/over", []byte("x"), WriteOptions{}, Meta{}); !errors.Is(err, ErrQuota) {
+		t.Fatalf("write over the quota in a batch: %v, want ErrQuota", err)
+	}
+	got, _, err := v.ReadFile(bctx, "/f299")
+	if err != nil || string(got) != "299" {
+		t.Fatalf("read in the batch of its own write: %q, %v", got, err)
+	}
+	if _, err := v.WriteFile(bctx, "/f000", []byte("again"), WriteOptions{}, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(b); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	for _, f := range []struct{ path, want string }{{"/f000", "again"}, {"/f150", "150"}, {"/f299", "299"}} {
+		got, _, err := other.Vault("ns", "v").ReadFile(ctx, f.path)
+		if err != nil || string(got) != f.want {
+			t.Fatalf("%s after the commit, read by another connection: %q, %v; want %q", f.path, got, err, f.want)
+		}
+	}
+}

@@ -39,6 +39,9 @@ const sqlLookupRequest = `SELECT op, args_hash, result FROM requests WHERE names
 // operations that span several transactions (exec) check it first and
 // record their result with StoreResult at the end.
 func (s *Store) StoredResult(ctx context.Context, k RequestKey) (result []byte, ok bool, err error) {
+	if err := s.commitBatchOf(ctx); err != nil {
+		return nil, false, err
+	}
 	var op, hash string
 	err = s.db.QueryRowContext(ctx, sqlLookupRequest, k.Namespace, k.Vault, k.ID).Scan(&op, &hash, &result)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -361,7 +361,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		if !left {
 			// fn panicked: nothing of this writer's is kept, and the
 			// writer lock is not left held.
-			s.leave(m, false)
+			s.leave(m, false, nil)
 		}
 	}()
 	t := &Tx{ctx: ctx, conn: m.conn, s: s, meta: meta, now: txTime(ctx, s).UnixNano(), write: true}
@@ -436,7 +436,7 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 	if err != nil || replayed {
 		// Nothing of this writer's is kept (a replay only read).
 		left = true
-		s.leave(m, false)
+		s.leave(m, false, nil)
 		return res, replayed, err
 	}
 	// Rows this transaction changed: ns/name's (forget it: fn may have
@@ -453,7 +453,8 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 		delete(s.uniq, t.v0.id) // the vault is gone
 	}
 	left = true
-	if err := s.leave(m, true); err != nil {
+	b, _ := ctx.Value(batchKey{}).(*Batch)
+	if err := s.leave(m, true, b); err != nil {
 		return res, false, fmt.Errorf("%s: commit: %w", op, err)
 	}
 	noteSeqs(ctx, ns, name, start, t.v)
@@ -466,6 +467,9 @@ func write[T any](ctx context.Context, s *Store, ns, name string, meta Meta, op 
 // read runs fn in a read transaction: a consistent snapshot that never sees
 // half of a concurrent restore.
 func read[T any](ctx context.Context, s *Store, ns, name string, fn func(t *Tx) (T, error)) (res T, err error) {
+	if err := s.commitBatchOf(ctx); err != nil {
+		return res, err
+	}
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return res, fmt.Errorf("begin read: %w", mapSQLErr(err))

@@ -882,10 +882,17 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) (int,
 		}
 		got, done := 0, false
 		var pending uint64
+		// A batch's entries share SQLite transactions (vault.Batch): one
+		// commit per fetch instead of one per entry. Nothing is recorded
+		// before it commits; a replay that fails leaves the position
+		// where it was, and the next takeover pulls instead.
+		wb := &vault.Batch{}
+		bctx := vault.WithBatch(ctx, wb)
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
 			if err != nil {
+				l.st.Commit(wb)
 				return n, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)
 			}
 			pending = md.NumPending
@@ -893,14 +900,18 @@ func (l *changelog) replay(ctx context.Context, k vkey, from, last uint64) (int,
 				done = true
 				continue // drain the batch
 			}
-			applied, err := l.replayEntry(ctx, k, md.Sequence.Stream, m.Data())
+			applied, err := l.replayEntry(bctx, k, md.Sequence.Stream, m.Data())
 			if err != nil {
+				l.st.Commit(wb)
 				return n, err
 			}
 			if applied {
 				n++
 			}
 			done = md.Sequence.Stream >= last
+		}
+		if err := l.st.Commit(wb); err != nil {
+			return n, fmt.Errorf("replay the change log of %s/%s: %w", k.ns, k.vault, err)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return n, fmt.Errorf("read the change log of %s/%s: %w", k.ns, k.vault, err)

@@ -71,6 +71,7 @@ type copyStore interface {
 	Delete(ctx context.Context, ns, name string, meta vault.Meta) error
 	StoredResult(ctx context.Context, k vault.RequestKey) (result []byte, ok bool, err error)
 	StoreResult(ctx context.Context, k vault.RequestKey, result []byte) error
+	Commit(b *vault.Batch) error
 }
 
 // chunkStore moves a vault's content by hash: the store's identity, a
