@@ -434,44 +434,14 @@ func TestMountFsyncHeldByTheFleet(t *testing.T) {
 // acknowledging a write the new owner does not have.
 func TestMountFsyncFailsOnceVaultLost(t *testing.T) {
 	f := startFleet(t)
-	home := t.TempDir()
-	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	serveStore(t, f.conn(), "lo1", home, st, nil, nil, func(o *worker.ServeOptions) { o.CatchUpEvery = -1 })
-	f.waitMembers("lo1")
-	c := f.client()
-	ctx := context.Background()
-	call, must := vaultCaller(t, c, "lost", 60*time.Second)
-	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
-	dir := t.TempDir()
-	must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
-	write := func(name string) error {
-		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		defer fh.Close()
-		if _, err := fh.Write([]byte(name)); err != nil {
-			return err
-		}
-		return fh.Sync()
-	}
-	must(write("before.txt"))
+	call, must, dir := mountedOnOwner(t, f, "lo1", "lost", func(o *worker.ServeOptions) { o.CatchUpEvery = -1 })
+	must(writeThrough(dir, "before.txt", true))
 	f.addWorker("lo2")
-	js, _ := jetstream.New(f.conn())
-	kv, err := js.KeyValue(ctx, messages.BucketOwners)
-	must(err)
-	old, rev := ownerRecord(t, kv, "default", "lost")
-	b, _ := json.Marshal(messages.Owner{Worker: "lo2", Epoch: old.Epoch + 1})
-	_, err = kv.Update(ctx, "default.lost", b, rev)
-	must(err)
+	handOver(t, f, "lost", "lo2")
 	if rep := f.askWorker("lo2", "default", "lost", messages.OpWrite, messages.WriteArgs{Path: "/on-lo2.txt", Content: []byte("lo2")}); rep.Error != nil {
 		t.Fatalf("write on the new owner: %v", rep.Error)
 	}
-	if err := write("after.txt"); !errors.Is(err, syscall.EIO) {
+	if err := writeThrough(dir, "after.txt", true); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("fsync through the old owner's mount after it lost the vault: %v, want EIO", err)
 	}
 	var cat messages.CatResult
@@ -492,36 +462,9 @@ func TestMountFsyncFailsOnceVaultLost(t *testing.T) {
 // handed the vault, serves all of it.
 func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
 	f := startFleet(t)
-	home := t.TempDir()
-	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	serveStore(t, f.conn(), "rt1", home, st, nil, nil)
-	f.waitMembers("rt1")
-	c := f.client()
+	_, must, dir := mountedOnOwner(t, f, "rt1", "lapse")
 	ctx := context.Background()
-	call, must := vaultCaller(t, c, "lapse", 60*time.Second)
-	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
-	dir := t.TempDir()
-	must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	write := func(name string, fsync bool) error {
-		fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		defer fh.Close()
-		if _, err := fh.Write([]byte(name)); err != nil {
-			return err
-		}
-		if fsync {
-			return fh.Sync()
-		}
-		return fh.Close()
-	}
-	must(write("before.txt", true))
+	must(writeThrough(dir, "before.txt", true))
 
 	js, _ := jetstream.New(f.conn())
 	stream, err := js.Stream(ctx, messages.StreamLog)
@@ -533,10 +476,10 @@ func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
 	cfg.MaxMsgSize = 8 // under any entry: every append is refused
 	_, err = js.UpdateStream(ctx, cfg)
 	must(err)
-	if err := write("refused.txt", true); !errors.Is(err, syscall.EIO) {
+	if err := writeThrough(dir, "refused.txt", true); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("fsync while the log refuses appends: %v, want EIO", err)
 	}
-	must(write("closed.txt", false))
+	must(writeThrough(dir, "closed.txt", false))
 	heads, err := js.KeyValue(ctx, messages.BucketHeads)
 	must(err)
 	headRev := func() uint64 {
@@ -551,17 +494,12 @@ func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
 	poll.Until(t, 30*time.Second, "a snapshot holding what the mount committed while the log refused appends", func() (bool, error) {
 		return headRev() != rev, nil
 	})
-	must(write("after.txt", true))
+	must(writeThrough(dir, "after.txt", true))
 
-	// Hand the vault to another worker, as a dispatcher does when the
-	// owner's heartbeat lapses: it serves everything the mount committed.
+	// The vault moved to another worker: it serves everything the mount
+	// committed.
 	f.addWorker("rt2")
-	kv, err := js.KeyValue(ctx, messages.BucketOwners)
-	must(err)
-	old, orev := ownerRecord(t, kv, "default", "lapse")
-	b, _ := json.Marshal(messages.Owner{Worker: "rt2", Epoch: old.Epoch + 1})
-	_, err = kv.Update(ctx, "default.lapse", b, orev)
-	must(err)
+	handOver(t, f, "lapse", "rt2")
 	for _, name := range []string{"before.txt", "refused.txt", "closed.txt", "after.txt"} {
 		rep := f.askWorker("rt2", "default", "lapse", messages.OpCat, messages.PathArgs{Path: "/" + name})
 		if rep.Error != nil {
@@ -572,5 +510,61 @@ func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
 		if *res.Content != name {
 			t.Fatalf("/%s on the new owner holds %q", name, *res.Content)
 		}
+	}
+}
+
+// mountedOnOwner serves a fleet's only worker id on a store of its own,
+// creates vault v on it and mounts v through the worker (mount.start).
+// It returns the vault's caller and the mount's directory.
+func mountedOnOwner(t *testing.T, f *fleet, id, v string, opts ...func(*worker.ServeOptions)) (call func(op messages.Op, args, out any) error, must func(error), dir string) {
+	t.Helper()
+	home := t.TempDir()
+	st, err := vault.Open(context.Background(), filepath.Join(home, "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	serveStore(t, f.conn(), id, home, st, nil, nil, opts...)
+	f.waitMembers(id)
+	call, must = vaultCaller(t, f.client(), v, 60*time.Second)
+	must(call(messages.OpVaultCreate, messages.VaultCreateArgs{}, nil))
+	dir = t.TempDir()
+	must(call(messages.OpMountStart, messages.MountArgs{Dir: dir, Machine: runner.MachineID()}, nil))
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return call, must, dir
+}
+
+// writeThrough writes name (its own name as content) in dir, a mount,
+// and fsyncs it or only closes it.
+func writeThrough(dir, name string, fsync bool) error {
+	fh, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if _, err := fh.Write([]byte(name)); err != nil {
+		return err
+	}
+	if fsync {
+		return fh.Sync()
+	}
+	return fh.Close()
+}
+
+// handOver moves vault v (namespace default) to worker to behind its
+// owner's back, one epoch up, as a dispatcher does when the owner's
+// heartbeat lapses.
+func handOver(t *testing.T, f *fleet, v, to string) {
+	t.Helper()
+	ctx := context.Background()
+	js, _ := jetstream.New(f.conn())
+	kv, err := js.KeyValue(ctx, messages.BucketOwners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, rev := ownerRecord(t, kv, "default", v)
+	b, _ := json.Marshal(messages.Owner{Worker: to, Epoch: old.Epoch + 1})
+	if _, err := kv.Update(ctx, "default."+v, b, rev); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/avfs/avfs/telemetry"
@@ -59,10 +61,7 @@ func (l *changelog) catchUp(ctx context.Context) {
 		return
 	}
 	l.mu.Lock()
-	lapsed := make([]vkey, 0, len(l.lapsed))
-	for k := range l.lapsed {
-		lapsed = append(lapsed, k)
-	}
+	lapsed := slices.Collect(maps.Keys(l.lapsed))
 	l.mu.Unlock()
 	for _, k := range lapsed {
 		if ctx.Err() != nil {
@@ -73,10 +72,7 @@ func (l *changelog) catchUp(ctx context.Context) {
 		}
 	}
 	l.mu.Lock()
-	taken := make([]vkey, 0, len(l.last))
-	for k := range l.last {
-		taken = append(taken, k)
-	}
+	taken := slices.Collect(maps.Keys(l.last))
 	l.mu.Unlock()
 	for _, k := range taken {
 		if ctx.Err() != nil {
