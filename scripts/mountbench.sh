@@ -22,7 +22,8 @@
 #                      exec's mounts; set it empty for a mount that commits
 #                      each file before close returns)
 #   MOUNTBENCH_STEPS   the warm workloads to run before the cold read, e.g.
-#                      "step_cp" for reads only (default: all of them)
+#                      "step_cp step_flatcopy" for the cold reads only (they read
+#                      what those two copy; default: all of them)
 #   MOUNTBENCH_SEQ_MB  size of the sequential-read file in MiB (default 1024;
 #                      0 skips the sequential read)
 #   MOUNTBENCH_EXEC    0 skips the exec-of-true measure (default 1)
@@ -61,6 +62,8 @@ for tool in git go cp find xargs stat timeout mountpoint awk; do
 done
 have_cargo=1
 command -v cargo >/dev/null || have_cargo=0
+have_npm=1
+command -v npm >/dev/null && command -v node >/dev/null || have_npm=0
 
 tmp=${BENCH_TMP:-${TMPDIR:-/tmp}}
 work=$(mktemp -d "$tmp/avfs-mountbench.XXXXXX")
@@ -343,6 +346,38 @@ gen_crate() {
 	printf 'use mountbench::all;\n\n#[test]\nfn all_is_stable() {\n\tassert_eq!(all(&[1, 2, 3]), all(&[1, 2, 3]));\n\tassert_eq!(all(&[]), 0);\n}\n' >"$d/tests/it.rs"
 }
 
+# gen_npm DIR: a Node project whose `npm test` runs node's own test
+# runner (no registry): 10 test files, each loading 12 of the 40
+# packages in node_modules (each a package.json, an index and 10
+# modules that require each other), so module resolution walks the tree
+# as a real project's does.
+gen_npm() {
+	local d=$1 p m t
+	mkdir -p "$d/test"
+	printf '{\n  "name": "mountbench",\n  "version": "1.0.0",\n  "private": true,\n  "scripts": { "test": "node --test test/" }\n}\n' >"$d/package.json"
+	for p in $(seq 0 39); do
+		mkdir -p "$d/node_modules/pkg$p/lib"
+		printf '{ "name": "pkg%d", "version": "1.0.%d", "main": "index.js" }\n' "$p" "$p" >"$d/node_modules/pkg$p/package.json"
+		{
+			printf "'use strict';\n"
+			for m in $(seq 0 9); do printf "const m%d = require('./lib/m%d');\n" "$m" "$m"; done
+			printf 'module.exports = (x) => m0(x)'
+			for m in $(seq 1 9); do printf ' + m%d(x)' "$m"; done
+			printf ';\n'
+		} >"$d/node_modules/pkg$p/index.js"
+		for m in $(seq 0 9); do
+			printf "'use strict';\nconst path = require('node:path');\nmodule.exports = (x) => (x * %d + path.basename(__filename).length) %% 1000;\n" "$(( m + p ))" >"$d/node_modules/pkg$p/lib/m$m.js"
+		done
+	done
+	for t in $(seq 0 9); do
+		{
+			printf "'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert');\n"
+			for p in $(seq 0 11); do printf "const p%d = require('pkg%d');\n" "$p" "$(( (t * 4 + p) % 40 ))"; done
+			for p in $(seq 0 11); do printf "test('p%d', () => { assert.strictEqual(p%d(3), p%d(3)); assert.ok(p%d(1) >= 0); });\n" "$p" "$p" "$p" "$p"; done
+		} >"$d/test/t$t.test.js"
+	done
+}
+
 # ---- environment ----------------------------------------------------------
 
 host_goenv="GOCACHE=$(go env GOCACHE) GOFLAGS=$(go env GOFLAGS) GOPROXY=$(go env GOPROXY)" # for the in-process benchmark
@@ -363,6 +398,7 @@ gen_flat "$work/flat"
 [ "$(wc -l <"$work/flat.lst")" = 2000 ] || { echo "mountbench: flat tree has $(wc -l <"$work/flat.lst") files" >&2; exit 1; }
 gen_gomod "$work/gomod"
 [ "$have_cargo" = 0 ] || gen_crate "$work/crate"
+[ "$have_npm" = 0 ] || gen_npm "$work/npm"
 
 # Warm the shared GOCACHE once (standard library and the toolchain), and
 # run the crate's tests once, both outside either side.
@@ -373,6 +409,10 @@ if [ "$have_cargo" = 1 ] && [ "$reps" != 0 ]; then
 	cp -r "$work/crate" "$work/warm/crate"
 	(cd "$work/warm/crate" && cargo test --offline -q >/dev/null 2>&1)
 fi
+if [ "$have_npm" = 1 ] && [ "$reps" != 0 ]; then
+	cp -r "$work/npm" "$work/warm/npm"
+	(cd "$work/warm/npm" && npm test --silent >/dev/null) || { echo "mountbench: npm test fails outside either side" >&2; exit 1; }
+fi
 
 # warm_tools: read the toolchains back into the page cache after a
 # drop_caches, so the next timed build does not pay for loading them.
@@ -382,6 +422,9 @@ warm_tools() {
 		local sys
 		sys=$(rustc --print sysroot)
 		dirs+=("$sys/lib" "$sys/bin" "$(dirname "$(command -v cargo)")")
+	fi
+	if [ "$have_npm" = 1 ]; then
+		dirs+=("$(readlink -f "$(command -v node)")" "$(dirname "$(readlink -f "$(command -v npm)")")/..")
 	fi
 	find "${dirs[@]}" -type f -print0 2>/dev/null | xargs -0 cat >/dev/null 2>&1 || true
 	git --version >/dev/null
@@ -394,11 +437,11 @@ echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
 echo "cpu:     $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo "kernel:  $(uname -sr)"
-echo "tools:   $(go version | cut -d' ' -f3), $(git --version), $([ "$have_cargo" = 1 ] && cargo --version | cut -d' ' -f1-2 || echo 'no cargo')"
+echo "tools:   $(go version | cut -d' ' -f3), $(git --version), $([ "$have_cargo" = 1 ] && cargo --version | cut -d' ' -f1-2 || echo 'no cargo'), $([ "$have_npm" = 1 ] && echo "node $(node --version), npm $(npm --version)" || echo 'no npm')"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at start"
 echo "work:    $work (native trees and the vault store share this file system):"
 df -T "$work" | sed 's/^/         /'
-echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS); mount.passthrough ${AVFS_MOUNT_PASSTHROUGH:-false} (AVFS_MOUNT_PASSTHROUGH)"
+echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS); mount.passthrough ${AVFS_MOUNT_PASSTHROUGH:-true (the default)} (AVFS_MOUNT_PASSTHROUGH)"
 echo "tree:    $nfiles files, $tree_bytes bytes, in 100 directories (plus 11 parents)"
 if [ "$can_drop" = 1 ]; then
 	echo "cold:    page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each cold read, both sides;"
@@ -447,6 +490,12 @@ step_go() {
 	timed "$2/gomod" "go build -buildvcs=false -o app ./cmd/app"
 	record "$1" go "$T"
 	(cd "$2/gomod" && ./app | grep -q '"n":480') || { echo "mountbench: $1: go build produced a wrong app" >&2; exit 1; }
+}
+step_npm() {
+	mkdir -p "$2"
+	cp -r "$work/npm" "$2/npm"
+	timed "$2/npm" "npm test --silent >/dev/null"
+	record "$1" npm "$T"
 }
 step_cargo() {
 	cp -r "$work/crate" "$2/crate"
@@ -498,6 +547,7 @@ for r in $(seq "$reps"); do
 	if (( r % 2 )); then order=(native mount); else order=(mount native); fi
 	steps=(step_cp step_git step_status step_find step_go step_write500 step_flatcopy)
 	[ "$have_cargo" = 0 ] || steps+=(step_cargo)
+	[ "$have_npm" = 0 ] || steps+=(step_npm)
 	# shellcheck disable=SC2206 # a list of step names
 	[ -z "${MOUNTBENCH_STEPS:-}" ] || steps=($MOUNTBENCH_STEPS)
 	for step in "${steps[@]}"; do
@@ -658,13 +708,14 @@ sec() { awk -v u="$1" 'BEGIN { printf "%.3f", u / 1e6 }'; }
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1e3 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-names=(cp git status go cargo find cold rm write500 cold4k)
+names=(cp git status go cargo npm find cold rm write500 cold4k)
 declare -A label=(
 	[cp]="cp -r in ($nfiles files; not in the set)"
 	[git]="git init + add -A + commit"
 	[status]="git status, warm, 5x"
 	[go]="go build (module compiles, std cached)"
 	[cargo]="cargo test --offline after cargo clean"
+	[npm]="npm test, 10 files, 40 packages (#11; not in the set)"
 	[find]="find -type f | xargs stat, 3x"
 	[cold]="cold read of $nfiles files (cat)"
 	[rm]="rm -rf of the tree (with .git)"
@@ -689,7 +740,7 @@ for w in "${names[@]}"; do
 	q=$(ratio "$mm" "$nm")
 	printf "$fmt" "${label[$w]}" "$(sec "$nm")" "$(sec "$mm")" "$q"
 	all_ratios+=("$q")
-	if [ "$w" = write500 ] || [ "$w" = cold4k ]; then
+	if [ "$w" = write500 ] || [ "$w" = cold4k ] || [ "$w" = npm ]; then
 		if awk -v q="$q" 'BEGIN { exit !(q > 2.5) }'; then over+=("$w ${q}×"); fi
 	elif [ "$w" != cp ]; then
 		ratios+=("$q")
