@@ -448,15 +448,22 @@ func TestZygoteRunsAreSeparate(t *testing.T) {
 	if pool.Idle() != 1 {
 		t.Fatalf("%d idle inits after a run, want 1 kept", pool.Idle())
 	}
-	// No thread of the kept init stays in the run's mount namespace (it
-	// would keep the run's mounts, the vault's among them, alive).
+	// No thread of the kept init keeps the run's mounts, the workspace's
+	// (the vault's) among them, alive. The thread made ready for the next
+	// run is in a mount namespace of its own, made after the run ended
+	// (namespace ids are reused, so the mounts are what is compared).
 	checkFor(t, 10*time.Second, func() error {
 		for _, pid := range keptInits() {
-			own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
-			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/ns/mnt", pid))
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 			for _, task := range tasks {
-				if ns, err := os.Readlink(task); err == nil && ns != own {
-					return fmt.Errorf("%s is in %s, not the init's %s", task, ns, own)
+				mi, err := os.ReadFile(task + "/mountinfo")
+				if err != nil {
+					continue // the thread has exited
+				}
+				for _, line := range strings.Split(string(mi), "\n") {
+					if f := strings.Fields(line); len(f) > 4 && f[4] == ws {
+						return fmt.Errorf("%s has the workspace mounted: %s", task, line)
+					}
 				}
 			}
 		}
