@@ -486,6 +486,36 @@ func TestZygoteRunsAreSeparate(t *testing.T) {
 	}
 }
 
+// A kept init makes the next run's /tmp ahead, of the size the last run
+// asked for; a run asking another size still gets a /tmp of its own size
+// (and a fresh one: nothing of the run before).
+func TestZygoteTmpSizePerRun(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	size := func(tmp int64) string {
+		sb := &exec.Sandbox{Pool: pool, TmpSize: tmp, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+		res := run(t, exec.Spec{Shell: "ls /tmp | grep -c mark; echo x > /tmp/mark; echo $(( $(stat -f -c '%b * %S' /tmp) ))", Dir: ws, Env: hostEnv(), Sandbox: sb})
+		if exitCode(res) != "1" && exitCode(res) != "0" {
+			t.Fatalf("exit %s, stderr %q", exitCode(res), res.Stderr)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	for i, tc := range []struct {
+		tmp  int64
+		want string
+	}{
+		{8 << 20, "0\n8388608"}, {8 << 20, "0\n8388608"}, {0, fmt.Sprintf("0\n%d", exec.DefaultTmpSize)}, {16 << 20, "0\n16777216"}, {0, fmt.Sprintf("0\n%d", exec.DefaultTmpSize)},
+	} {
+		if got := size(tc.tmp); got != tc.want {
+			t.Errorf("run %d with TmpSize %d: marks left and /tmp size %q, want %q", i, tc.tmp, got, tc.want)
+		}
+	}
+	if pool.Idle() != 1 {
+		t.Errorf("%d idle inits, want the one kept init", pool.Idle())
+	}
+}
+
 // Runs of one layout at the same time each get an init of their own.
 func TestZygoteConcurrentRuns(t *testing.T) {
 	pool := exec.NewPool()
