@@ -127,8 +127,11 @@ func keeperFingerprint(c *config.Config) string {
 	}
 	cc := *c
 	cc.Vault, cc.Namespace, cc.Actor, cc.LogLevel = "", "", "", ""
-	b, _ := json.Marshal(cc)
-	h.Write(b)
+	// Go syntax (%#v: strings quoted, maps sorted; the configuration holds
+	// no pointers) rather than JSON: building JSON's encoder for the whole
+	// Config on first use cost a quarter of a millisecond per exec, %#v a
+	// third of that.
+	fmt.Fprintf(h, "%#v\n", cc)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(volatileEnv, k) || strings.HasPrefix(k, "AVFS_")

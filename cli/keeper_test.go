@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/internal/poll"
 )
 
@@ -287,5 +289,37 @@ func TestServeTakesOverFromKeeper(t *testing.T) {
 	}
 	if p := keeperPIDs(e.home); len(p) != 0 {
 		t.Fatalf("keeper processes while serve runs: %v, want none", p)
+	}
+}
+
+// The keeper's fingerprint prints the configuration as Go syntax, which
+// is the same in every process only while the configuration holds no
+// pointers (their addresses would be printed): a new pointer field would
+// make every exec replace the keeper.
+func TestKeeperFingerprintOfConfigIsStable(t *testing.T) {
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, path string) {
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+			t.Errorf("config field %s is a %s: the keeper's fingerprint would differ between processes", path, ty.Kind())
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				walk(ty.Field(i).Type, path+"."+ty.Field(i).Name)
+			}
+		case reflect.Slice, reflect.Array, reflect.Map:
+			walk(ty.Elem(), path+"[]")
+		}
+	}
+	walk(reflect.TypeFor[config.Config](), "Config")
+	a := config.Config{Home: "/h"}
+	a.Policy.Rules = []map[string]any{{"match": "x y", "n": 2}}
+	b := config.Config{Home: "/h"}
+	b.Policy.Rules = []map[string]any{{"n": 2, "match": "x y"}}
+	if keeperFingerprint(&a) != keeperFingerprint(&b) {
+		t.Error("equal configurations, different fingerprints")
+	}
+	b.Policy.Rules[0]["match"] = "x"
+	if keeperFingerprint(&a) == keeperFingerprint(&b) {
+		t.Error("different configurations, equal fingerprints")
 	}
 }

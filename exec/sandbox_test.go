@@ -448,15 +448,22 @@ func TestZygoteRunsAreSeparate(t *testing.T) {
 	if pool.Idle() != 1 {
 		t.Fatalf("%d idle inits after a run, want 1 kept", pool.Idle())
 	}
-	// No thread of the kept init stays in the run's mount namespace (it
-	// would keep the run's mounts, the vault's among them, alive).
+	// No thread of the kept init keeps the run's mounts, the workspace's
+	// (the vault's) among them, alive. The thread made ready for the next
+	// run is in a mount namespace of its own, made after the run ended
+	// (namespace ids are reused, so the mounts are what is compared).
 	checkFor(t, 10*time.Second, func() error {
 		for _, pid := range keptInits() {
-			own, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
-			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/ns/mnt", pid))
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 			for _, task := range tasks {
-				if ns, err := os.Readlink(task); err == nil && ns != own {
-					return fmt.Errorf("%s is in %s, not the init's %s", task, ns, own)
+				mi, err := os.ReadFile(task + "/mountinfo")
+				if err != nil {
+					continue // the thread has exited
+				}
+				for _, line := range strings.Split(string(mi), "\n") {
+					if f := strings.Fields(line); len(f) > 4 && f[4] == ws {
+						return fmt.Errorf("%s has the workspace mounted: %s", task, line)
+					}
 				}
 			}
 		}
@@ -476,6 +483,36 @@ func TestZygoteRunsAreSeparate(t *testing.T) {
 	}
 	if pool.Idle() != 1 {
 		t.Errorf("%d idle inits after two runs of one layout, want the same one kept", pool.Idle())
+	}
+}
+
+// A kept init makes the next run's /tmp ahead, of the size the last run
+// asked for; a run asking another size still gets a /tmp of its own size
+// (and a fresh one: nothing of the run before).
+func TestZygoteTmpSizePerRun(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	size := func(tmp int64) string {
+		sb := &exec.Sandbox{Pool: pool, TmpSize: tmp, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+		res := run(t, exec.Spec{Shell: "ls /tmp | grep -c mark; echo x > /tmp/mark; echo $(( $(stat -f -c '%b * %S' /tmp) ))", Dir: ws, Env: hostEnv(), Sandbox: sb})
+		if exitCode(res) != "1" && exitCode(res) != "0" {
+			t.Fatalf("exit %s, stderr %q", exitCode(res), res.Stderr)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	for i, tc := range []struct {
+		tmp  int64
+		want string
+	}{
+		{8 << 20, "0\n8388608"}, {8 << 20, "0\n8388608"}, {0, fmt.Sprintf("0\n%d", exec.DefaultTmpSize)}, {16 << 20, "0\n16777216"}, {0, fmt.Sprintf("0\n%d", exec.DefaultTmpSize)},
+	} {
+		if got := size(tc.tmp); got != tc.want {
+			t.Errorf("run %d with TmpSize %d: marks left and /tmp size %q, want %q", i, tc.tmp, got, tc.want)
+		}
+	}
+	if pool.Idle() != 1 {
+		t.Errorf("%d idle inits, want the one kept init", pool.Idle())
 	}
 }
 

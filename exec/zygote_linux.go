@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +28,10 @@ import (
 // thread, mounts a private /tmp and /dev/shm there, attaches the run's
 // writable binds (the vault's mount, passed as detached mounts), joins
 // the run's cgroups, confines the thread and forks the command from it.
+// The first part (thread, namespaces, /tmp, /dev/shm) depends on nothing
+// in the request but /tmp's size, so it is done ahead: once the zygote
+// is ready and again after each run it reports, a thread waits with them
+// built (a runSlot); a request whose /tmp size differs gets a new one.
 // When the command's leader exits it kills everything else in its PID
 // namespace, reaps it and reports; so it runs one command at a time.
 // Signals for the command (a timeout's SIGTERM and SIGKILL) go through
@@ -37,8 +43,10 @@ import (
 // return to; then {"op":"signal"} as needed. The zygote answers "ready"
 // once, then per run "started" (or "setup ..."/"start ...") and the final
 // "exit N" or "signal N", followed by a "refused [...]" line when the
-// sandbox refused the command something. {"op":"ping"} gets "pong": Run
-// pings an idle zygote before giving it a command.
+// sandbox refused the command something. Before giving an idle zygote a
+// command, Run checks through its pidfd that it has not exited (it used
+// to ping it: a round trip through two schedulers on every command,
+// docs/decisions.md §38).
 const zygoteVersion = "zygote-1"
 
 // File descriptor of a zygote's socket (its configuration comes on
@@ -136,6 +144,12 @@ type zygote struct {
 	msgs chan string   // its reports, closed when the socket is
 	dead chan struct{} // closed once it has exited
 	idle *time.Timer   // expires it while idle
+
+	// pidfd refers to the zygote's process (opened before anything could
+	// reap it), -1 once it has been reaped; it says whether the zygote has
+	// exited at the instant it is asked, where dead may lag behind.
+	pidMu sync.Mutex
+	pidfd int
 }
 
 func (z *zygote) kill() {
@@ -150,6 +164,42 @@ func (z *zygote) alive() bool {
 	default:
 		return true
 	}
+}
+
+// exited reports whether z's process has exited or is exiting. It asks
+// the kernel, so it cannot miss a death that z.dead has not caught up
+// with yet: the pidfd polls readable once every thread has exited, and
+// before that the main thread is a zombie as soon as it has exited (a
+// killed zygote, PID 1 of its namespace, then waits for the kernel to
+// kill every process in the namespace).
+func (z *zygote) exited() bool {
+	if !z.alive() {
+		return true
+	}
+	z.pidMu.Lock()
+	defer z.pidMu.Unlock()
+	if z.pidfd < 0 {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(z.pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n > 0 {
+			return true
+		}
+		break
+	}
+	// Not reaped (its pidfd was not readable a moment ago), so the pid is
+	// still the zygote's.
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(z.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')') // the state follows the command name
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // layout splits sb into what a zygote is built with and the binds
@@ -197,7 +247,7 @@ func (p *Pool) get(ctx context.Context, cfg initConfig, key string) (*zygote, er
 		p.idle = slices.Delete(p.idle, i, i+1)
 		z.idle.Stop()
 		p.mu.Unlock()
-		if z.ping() {
+		if !z.exited() {
 			return z, nil
 		}
 		z.kill() // it died while idle: the OOM killer, an operator
@@ -206,22 +256,6 @@ func (p *Pool) get(ctx context.Context, cfg initConfig, key string) (*zygote, er
 	}
 	p.mu.Unlock()
 	return p.start(ctx, cfg, key)
-}
-
-// ping reports whether z answers, so that a run is never given to a
-// zygote that died while idle (and the command never lost with it).
-func (z *zygote) ping() bool {
-	if !z.alive() || z.send(zygoteRequest{Op: "ping"}, nil) != nil {
-		return false
-	}
-	t := time.NewTimer(5 * time.Second)
-	defer t.Stop()
-	select {
-	case m, ok := <-z.msgs:
-		return ok && m == "pong"
-	case <-t.C:
-		return false
-	}
 }
 
 // put returns z to the idle list, or kills it when the pool is closed or
@@ -294,9 +328,16 @@ func (p *Pool) start(ctx context.Context, cfg initConfig, key string) (*zygote, 
 		return nil, err
 	}
 	go func() { cfgW.Write(b); cfgW.Close() }()
+	// GOMAXPROCS=2, not 1 as a one-shot init: a run passes from the
+	// goroutine reading the socket to the main goroutine and the run's
+	// thread (both locked to their threads), and the reaper and the
+	// refusal watch run beside them; with one P every such step waits for
+	// the P to be handed over between threads. A second P took about 0.8
+	// ms off `true` (BenchmarkTrue, kept init: 2.8 against 3.6 ms wall)
+	// for a few tens of kB per zygote.
 	cmd := &osexec.Cmd{
 		Path: "/proc/self/exe", Args: []string{"avfs-sandbox"}, Dir: "/",
-		Env:        []string{initEnv + "=" + zygoteVersion, "GOMAXPROCS=1"},
+		Env:        []string{initEnv + "=" + zygoteVersion, "GOMAXPROCS=2"},
 		ExtraFiles: []*os.File{cfgR, theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET},
@@ -313,8 +354,23 @@ func (p *Pool) start(ctx context.Context, cfg initConfig, key string) (*zygote, 
 		conn.Close()
 		return nil, fmt.Errorf("new namespaces: %w", err)
 	}
-	z := &zygote{key: key, cmd: cmd, conn: conn, msgs: make(chan string, 4), dead: make(chan struct{})}
-	go func() { cmd.Wait(); close(z.dead) }()
+	z := &zygote{key: key, cmd: cmd, conn: conn, msgs: make(chan string, 4), dead: make(chan struct{}), pidfd: -1}
+	// Opened before the Wait below can reap it: the pid names our child.
+	if fd, err := unix.PidfdOpen(cmd.Process.Pid, unix.PIDFD_NONBLOCK); err == nil { // close-on-exec
+		z.pidfd = fd
+	} else {
+		z.kill()
+		go cmd.Wait()
+		return nil, fmt.Errorf("pidfd of the sandbox init: %w", err)
+	}
+	go func() {
+		cmd.Wait()
+		z.pidMu.Lock()
+		unix.Close(z.pidfd)
+		z.pidfd = -1
+		z.pidMu.Unlock()
+		close(z.dead)
+	}()
 	go z.read()
 	select {
 	case m, ok := <-z.msgs:
@@ -347,7 +403,7 @@ func (z *zygote) read() {
 
 // zygoteRequest is what Run sends a zygote.
 type zygoteRequest struct {
-	Op      string   `json:"op"` // run | signal | ping
+	Op      string   `json:"op"` // run | signal
 	Signal  int      `json:"signal,omitempty"`
 	Path    string   `json:"path,omitempty"`
 	Args    []string `json:"args,omitempty"`
@@ -623,17 +679,46 @@ func zygoteMain() {
 	}()
 	under := underTmp(cfg)
 	say("ready")
+	// The first run's thread and namespaces are built while Run hands
+	// the zygote to its caller; each later one while the caller reads
+	// the report of the run before.
+	next := newRunSlot(DefaultTmpSize, under)
 	for m := range msgs {
-		if m.req.Op == "ping" {
-			say("pong")
-		}
 		if m.req.Op != "run" {
 			closeFDs(m.files) // a signal for a run that has ended
 			continue
 		}
-		zygoteServe(m, under, say, msgs)
+		next = zygoteServe(m, under, say, msgs, next)
 	}
 }
+
+// runSlot is the thread of the next run, made ahead of its request: locked
+// (it ends with its goroutine and is never given back to the runtime), in
+// a mount and an IPC namespace of its own, with a fresh /tmp of size and a
+// fresh /dev/shm (newRunView). Nothing else is in those namespaces: what
+// the run before left in its own died with it (its report is sent once
+// every process of it has been reaped, and the slot is made after that).
+// What depends on the request is done once it comes: the writable binds,
+// the cgroups, the confinement, the command.
+type runSlot struct {
+	size int64
+	work chan func(setupErr error)
+}
+
+func newRunSlot(size int64, under []string) *runSlot {
+	s := &runSlot{size: size, work: make(chan func(error), 1)}
+	go func() {
+		runtime.LockOSThread() // never unlocked: see runSlot
+		err := newRunView(size, under)
+		if f, ok := <-s.work; ok {
+			f(err)
+		}
+	}()
+	return s
+}
+
+// drop ends a slot no run will use (another /tmp size was asked for).
+func (s *runSlot) drop() { close(s.work) }
 
 // zygoteMsg is a request as the zygote received it.
 type zygoteMsg struct {
@@ -647,15 +732,16 @@ func closeFDs(fds []int) {
 	}
 }
 
-// zygoteServe runs one command for the zygote and reports how it ended;
-// msgs brings the signals meant for it.
-func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-chan zygoteMsg) {
+// zygoteServe runs one command for the zygote, on slot's thread when its
+// /tmp has the size asked for, and reports how it ended; msgs brings the
+// signals meant for it. It returns the slot of the next run.
+func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-chan zygoteMsg, slot *runSlot) (next *runSlot) {
 	req, files := m.req, m.files
 	nb := len(req.Binds)
 	if len(files) != 3+nb+2*req.Cgroups {
 		closeFDs(files)
 		say("setup got %d descriptors, want %d", len(files), 3+nb+2*req.Cgroups)
-		return
+		return slot
 	}
 	join, home := files[3+nb:3+nb+req.Cgroups], files[3+nb+req.Cgroups:]
 	type started struct {
@@ -665,13 +751,27 @@ func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-c
 	}
 	startc := make(chan started, 1)
 	var watch *refusalWatch // set by the run's thread before it reports
-	go func() {
-		// The thread is set up for this one command and never given back:
-		// it ends with this goroutine.
-		runtime.LockOSThread()
-		pid, kind, err := zygoteStart(req, under, files[:3], files[3:3+nb], join, &watch)
+	// The thread is set up for this one command and never given back: it
+	// ends with the goroutine that runs start.
+	start := func(setupErr error) {
+		if setupErr != nil {
+			startc <- started{0, "setup", setupErr}
+			return
+		}
+		pid, kind, err := zygoteStart(req, files[:3], files[3:3+nb], join, &watch)
 		startc <- started{pid, kind, err}
-	}()
+	}
+	if slot.size == req.TmpSize {
+		slot.work <- start
+	} else {
+		slot.drop()
+		go func() {
+			runtime.LockOSThread()
+			start(newRunView(req.TmpSize, under))
+		}()
+	}
+	// The next run's slot, made once this run has been reported.
+	defer func() { next = newRunSlot(req.TmpSize, under) }()
 	st := <-startc
 	closeFDs(files[:3+nb+req.Cgroups])
 	goHome := func() {
@@ -742,20 +842,28 @@ func zygoteServe(m zygoteMsg, under []string, say func(string, ...any), msgs <-c
 	}
 }
 
-// zygoteStart builds one run's view on the calling thread, which it then
-// confines, and forks the command from it: a mount and an IPC namespace
-// of the thread's own, a private /tmp and /dev/shm, the writable binds
-// attached from the detached mounts binds, the run's cgroups joined.
-func zygoteStart(req zygoteRequest, under []string, stdio, binds, cgroups []int, watch **refusalWatch) (int, string, error) {
+// newRunView gives the calling thread the part of a run's view that
+// depends on no request but /tmp's size: a mount and an IPC namespace of
+// its own, a private /tmp (of tmpSize) and /dev/shm. Done ahead of the
+// request in a runSlot.
+func newRunView(tmpSize int64, under []string) error {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS | unix.CLONE_NEWIPC); err != nil {
-		return 0, "setup", fmt.Errorf("unshare: %w", err)
+		return fmt.Errorf("unshare: %w", err)
 	}
-	if err := freshTmp(req.TmpSize, under); err != nil {
-		return 0, "setup", err
+	if err := freshTmp(tmpSize, under); err != nil {
+		return err
 	}
 	if err := unix.Mount("avfs-shm", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
-		return 0, "setup", fmt.Errorf("mount /dev/shm: %w", err)
+		return fmt.Errorf("mount /dev/shm: %w", err)
 	}
+	return nil
+}
+
+// zygoteStart completes one run's view on the calling thread, which
+// newRunView prepared, confines the thread and forks the command from it:
+// the writable binds attached from the detached mounts binds, the run's
+// cgroups joined.
+func zygoteStart(req zygoteRequest, stdio, binds, cgroups []int, watch **refusalWatch) (int, string, error) {
 	for i, fd := range binds {
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: unix.MS_PRIVATE}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {

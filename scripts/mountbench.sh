@@ -636,7 +636,7 @@ exec_once() { # exec_once ENVVAR=VALUE...: one timed exec; sets T, checks it com
 	T=$(( t1 - t0 ))
 	grep -q '"status":"completed"' "$work/env.json" || { echo "mountbench: exec true did not complete:" >&2; cat "$work/env.json" >&2; exit 1; }
 }
-true_t=() ver_t=() exec_t=() one_t=() dur_ms=() pre_t=()
+true_t=() ver_t=() exec_t=() one_t=() dur_ms=() pre_t=() pair_t=()
 exec_reps=${MOUNTBENCH_EXEC_REPS:-7}
 [ "${MOUNTBENCH_EXEC:-1}" != 0 ] || exec_reps=0
 if [ "$exec_reps" != 0 ]; then
@@ -657,6 +657,7 @@ for i in $(seq "$exec_reps"); do
 	t0=${EPOCHREALTIME/./}
 	exec_once AVFS_EXEC_KEEPER=true
 	exec_t+=("$T")
+	pair_t+=($(( T - ver_t[${#ver_t[@]} - 1] - true_t[${#true_t[@]} - 1] )))
 	dur_ms+=("$(sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p' "$work/env.json")")
 	started=$(sed -n 's/.*"started_at":"\([^"]*\)".*/\1/p' "$work/env.json")
 	pre_t+=($(( $(date -d "$started" +%s%6N) - t0 )))
@@ -806,6 +807,10 @@ printf "$fmt2" "avfs exec -- true, no server: exec keeper (wall)" "$(ms "$(media
 printf "$fmt2" "  of which: launch to command start (started_at)" "$(ms "$(median "${pre_t[@]}")")"
 printf "$fmt2" "  envelope duration_ms (run of true in the mount; whole ms)" "$(median "${dur_ms[@]}")"
 printf "$fmt2" "  over CLI start + /bin/true (target <= 15)" "**$(ms $(( $(median "${exec_t[@]}") - ver - bare )))**"
+# The row above is a difference of medians of separate processes whose
+# start-up alone varies by several ms under load; this one pairs each
+# exec with the version and true calls made just before it.
+printf "$fmt2" "  the same, paired: median of (exec - version - true) per round" "$(ms "$(median "${pair_t[@]}")")"
 printf "$fmt2" "avfs exec -- true, no server, exec.keeper false: mounts per call" "$(ms "$(median "${one_t[@]}")")"
 printf "$fmt2" "  over CLI start + /bin/true" "$(ms $(( $(median "${one_t[@]}") - ver - bare )))"
 if [ ${#serve_t[@]} -gt 0 ]; then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Vault.ReadFile and Vault.Stat answer the common case in one SQL
@@ -15,12 +16,13 @@ import (
 // goes the long way, through a read transaction, which also produces the
 // exact error.
 
-// fastReadSQL[k] walks k components (?4, ?5, ...) from the root of vault
+// fastReadSQL()[k] walks k components (?4, ?5, ...) from the root of vault
 // (?1, ?2) and returns one row: the kind and depth of the deepest node
 // reached (kind*64 + depth), the Entry fields of the node of all k
 // components, the length of its chunk list and, with ?3 true, the content
-// of a file of one chunk (one hash).
-var fastReadSQL = func() (qs [maxJoinWalk + 1]string) {
+// of a file of one chunk (one hash). Built at first use, not at package
+// init: every avfs command links this package, few open a store.
+var fastReadSQL = sync.OnceValue(func() (qs [maxJoinWalk + 1]string) {
 	for k := range qs {
 		var b strings.Builder
 		b.WriteString(`SELECT coalesce(`)
@@ -36,7 +38,7 @@ FROM vaults v JOIN nodes n0 ON n0.id = v.root`, k, KindFile, hashLen)
 		qs[k] = b.String()
 	}
 	return qs
-}()
+})
 
 // fastResolve resolves p in vault ns/name with fastReadSQL. ok is false
 // when the caller must take the long way; otherwise n and err are the
@@ -52,7 +54,7 @@ func (s *Store) fastResolve(ctx context.Context, ns, name, op, p string, withDat
 	if k > maxJoinWalk {
 		return nil, nil, 0, nil, false, nil
 	}
-	st, err := s.prepared(ctx, fastReadSQL[k])
+	st, err := s.prepared(ctx, fastReadSQL()[k])
 	if err != nil {
 		return nil, nil, 0, nil, false, nil
 	}

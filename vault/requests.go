@@ -43,7 +43,14 @@ func (s *Store) StoredResult(ctx context.Context, k RequestKey) (result []byte, 
 		return nil, false, err
 	}
 	var op, hash string
-	err = s.db.QueryRowContext(ctx, sqlLookupRequest, k.Namespace, k.Vault, k.ID).Scan(&op, &hash, &result)
+	// Prepared once per store: exec asks this before every command, and
+	// preparing the statement each time cost most of the lookup (SQLite
+	// parses and plans it anew).
+	st, err := s.prepared(ctx, sqlLookupRequest)
+	if err != nil {
+		return nil, false, err
+	}
+	err = st.QueryRowContext(ctx, k.Namespace, k.Vault, k.ID).Scan(&op, &hash, &result)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}

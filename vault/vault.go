@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
+	"strings"
 	"time"
 )
 
@@ -61,16 +61,32 @@ func (v *Vault) Name() string { return v.name }
 // Namespace is the vault's namespace.
 func (v *Vault) Namespace() string { return v.namespace }
 
-var (
-	vaultNameRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-	checkpointNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-)
+// nameToken reports whether s is 1-128 bytes, a letter or digit first,
+// then letters, digits and bytes of extra. It is what the regular
+// expression ^[A-Za-z0-9][A-Za-z0-9<extra>]{0,127}$ matches, written out:
+// compiling that expression (127 optional repetitions) at package init
+// cost every avfs command, `avfs version` included, a few hundred µs.
+func nameToken(s, extra string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if i == 0 || strings.IndexByte(extra, c) < 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidVaultName reports whether name can name a vault or namespace: 1–128
 // letters, digits, '_' and '-', starting with a letter or digit. No '.':
 // the name is one token of a NATS subject.
 func ValidVaultName(name string) error {
-	if !vaultNameRE.MatchString(name) {
+	if !nameToken(name, "_-") {
 		return fmt.Errorf("name %q: want 1-128 of [A-Za-z0-9_-], starting with a letter or digit: %w", name, ErrInvalidArgument)
 	}
 	return nil
@@ -79,7 +95,7 @@ func ValidVaultName(name string) error {
 // ValidCheckpointName reports whether name can name a checkpoint: like a
 // vault name, and '.' is allowed too ("v1.2-green").
 func ValidCheckpointName(name string) error {
-	if !checkpointNameRE.MatchString(name) {
+	if !nameToken(name, "._-") {
 		return fmt.Errorf("checkpoint name %q: want 1-128 of [A-Za-z0-9._-], starting with a letter or digit: %w", name, ErrInvalidArgument)
 	}
 	return nil

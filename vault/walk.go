@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Path walks. A path of k components resolves in one SQL statement: a
@@ -33,10 +34,11 @@ var finalCols = `n%[1]d.id, n%[1]d.vault, n%[1]d.epoch, n%[1]d.ino, n%[1]d.kind,
 
 const nFinalCols = 16
 
-// joinWalkSQL[k] walks k components (?3, ?4, ...) from node ?1 and
+// joinWalkSQL()[k] walks k components (?3, ?4, ...) from node ?1 and
 // returns one row: id, vault, epoch and kind of each directory above the
-// last component, then finalCols of the last.
-var joinWalkSQL = func() (qs [maxJoinWalk + 1]string) {
+// last component, then finalCols of the last. Built at first use (see
+// fastReadSQL).
+var joinWalkSQL = sync.OnceValue(func() (qs [maxJoinWalk + 1]string) {
 	for k := range qs {
 		var b strings.Builder
 		b.WriteString(`SELECT `)
@@ -50,7 +52,7 @@ var joinWalkSQL = func() (qs [maxJoinWalk + 1]string) {
 		qs[k] = b.String()
 	}
 	return qs
-}()
+})
 
 // writeJoins appends the joins of a walk of k components from n0, whose
 // names are parameters ?first, ?first+1, ...
@@ -140,7 +142,7 @@ func (t *Tx) walkPrefix(comps []string) ([]*node, error) {
 	if k > maxJoinWalk {
 		return t.walkRecursive(comps)
 	}
-	v, err := scanValues(t.row(joinWalkSQL[k], walkArgs(t.v.root, comps)...), 4*k+nFinalCols)
+	v, err := scanValues(t.row(joinWalkSQL()[k], walkArgs(t.v.root, comps)...), 4*k+nFinalCols)
 	if err != nil {
 		return nil, fmt.Errorf("load node %d: walk %q: %w", t.v.root, comps, mapSQLErr(err))
 	}
