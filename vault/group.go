@@ -134,7 +134,7 @@ func (s *Store) leave(m member, keep bool) error {
 			// lately: let the goroutines ready to run have the processor
 			// once before committing. A request that was about to write
 			// then queues on wmu (wwait) and joins this group instead of
-			// paying a commit of its own (decisions §37b: with 16 callers,
+			// paying a commit of its own (decisions §37t: with 16 callers,
 			// a third fewer WAL writes per request). A writer alone for
 			// loneGroups commits in a row does not wait for this.
 			runtime.Gosched()
