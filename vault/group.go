@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 )
 
 // Group commit. A commit costs more than most write transactions' own
@@ -30,6 +31,11 @@ import (
 // maxGroup bounds the writers of one group: the first one's reply waits
 // for all of them.
 const maxGroup = 16
+
+// loneGroups is how many groups of one writer in a row end the yield
+// before a commit (leave): the traffic is one writer at a time then, and
+// nobody would join.
+const loneGroups = 8
 
 // group is one write transaction shared by several writers.
 type group struct {
@@ -190,6 +196,16 @@ func (s *Store) leave(m member, keep bool, b *Batch) error {
 			s.wmu.Unlock()
 			return nil
 		}
+		if s.wwait.Load() == 0 && g.members < maxGroup && s.lone < loneGroups {
+			// Nobody queued yet, but writers have been arriving together
+			// lately: let the goroutines ready to run have the processor
+			// once before committing. A request that was about to write
+			// then queues on wmu (wwait) and joins this group instead of
+			// paying a commit of its own (decisions §39: with 16 callers,
+			// a third fewer WAL writes per request). A writer alone for
+			// loneGroups commits in a row does not wait for this.
+			runtime.Gosched()
+		}
 		if s.wwait.Load() > 0 && g.members < maxGroup {
 			s.wmu.Unlock()
 			if !keep {
@@ -211,6 +227,11 @@ func (s *Store) leave(m member, keep bool, b *Batch) error {
 // endGroup commits the open group. s.wmu is held.
 func (s *Store) endGroup() {
 	g := s.grp
+	if g.members > 1 {
+		s.lone = 0
+	} else if s.lone < loneGroups {
+		s.lone++
+	}
 	if err := s.writerExec(context.Background(), sqlCommit); err != nil {
 		s.failGroup(err)
 		return

@@ -89,6 +89,11 @@ type Store struct {
 	// none. Guarded by wmu. wwait counts the writers queued on wmu.
 	grp   *group
 	wwait atomic.Int32
+	// lone counts the groups committed in a row with one member, up to
+	// loneGroups: below that, writers have been arriving together lately,
+	// and one that would commit alone yields first (leave). Guarded by
+	// wmu.
+	lone int
 
 	// hints remembers where hard-linked inodes have names, to move an
 	// inode back out of the hidden directory once it has one name left
