@@ -93,6 +93,9 @@ type Tx struct {
 	// get NoOwner.
 	owner    [2]int64
 	hasOwner bool
+	// wc keeps the chains of directories walked in this transaction
+	// (walk.go).
+	wc *walkCache
 }
 
 type event struct {

@@ -439,3 +439,96 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWalkCacheFollowsChanges makes, in one transaction, the changes that
+// move or replace a directory whose chain the transaction's walks have
+// cached, and then walks through that directory's old and new paths: each
+// walk must see the tree as it is at that point, as a fresh transaction
+// does afterwards.
+func TestWalkCacheFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	_, v := newTestVault(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNotExist := func(err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+	}
+	must(v.Mkdir(ctx, "/a/b/c", 0o755, true, Meta{}))
+	must(v.Mkdir(ctx, "/x/y", 0o755, true, Meta{}))
+	// A checkpoint freezes the nodes: the first change of the
+	// transaction below copies /a and /a/b, whose old chains must not be
+	// walked from afterwards.
+	if _, err := v.SaveCheckpoint(ctx, "cp", "", false, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	must(v.Update(ctx, Meta{}, func(tx *Tx) error {
+		must2 := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := tx.WriteFile("/a/b/c/f1", []byte("1"), WriteOptions{})
+		must2(err)
+		_, err = tx.WriteFile("/a/b/c/f2", []byte("2"), WriteOptions{}) // from the cached chain
+		must2(err)
+		// Move the cached directory away: its old path is gone.
+		must2(tx.Rename("/a/b", "/x/b", RenameOptions{}))
+		_, err = tx.WriteFile("/a/b/c/f3", []byte("3"), WriteOptions{})
+		mustNotExist(err)
+		_, err = tx.WriteFile("/x/b/c/f3", []byte("3"), WriteOptions{})
+		must2(err)
+		// Put another directory at the old path.
+		must2(tx.Rename("/x/y", "/a/b", RenameOptions{}))
+		_, err = tx.Stat("/a/b/c")
+		mustNotExist(err)
+		_, err = tx.WriteFile("/a/b/f4", []byte("4"), WriteOptions{})
+		must2(err)
+		// Replace a walked directory with a file.
+		must2(tx.Remove("/x/b", RemoveOptions{Recursive: true}))
+		_, err = tx.WriteFile("/x/b", []byte("file"), WriteOptions{})
+		must2(err)
+		_, err = tx.WriteFile("/x/b/c/f5", []byte("5"), WriteOptions{})
+		if !errors.Is(err, ErrNotDir) && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("write under a file: %v", err)
+		}
+		// A hard link's name in a cached directory, then its removal.
+		must2(tx.Link("/a/b/f4", "/a/b/f6"))
+		must2(tx.Remove("/a/b/f4", RemoveOptions{}))
+		data, _, err := tx.ReadFile("/a/b/f6")
+		must2(err)
+		if string(data) != "4" {
+			t.Fatalf("/a/b/f6 = %q", data)
+		}
+		return nil
+	}))
+	var got []string
+	var list func(tx *Tx, p string) error
+	list = func(tx *Tx, p string) error {
+		es, err := tx.ReadDir(p)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			got = append(got, fmt.Sprintf("%s %v", e.Path, e.Kind))
+			if e.Kind == KindDir {
+				if err := list(tx, e.Path); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	must(v.View(ctx, func(tx *Tx) error { return list(tx, "/") }))
+	want := []string{"/a dir", "/a/b dir", "/a/b/f6 file", "/x dir", "/x/b file"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("tree after the transaction:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
