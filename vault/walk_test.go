@@ -532,3 +532,60 @@ func TestWalkCacheFollowsChanges(t *testing.T) {
 		t.Fatalf("tree after the transaction:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAuditOfABurst: a transaction of many changes (the mount's queued
+// bursts) records one audit event per change, in order, with its details,
+// whether its events go in 32 rows to a statement or one by one.
+func TestAuditOfABurst(t *testing.T) {
+	ctx := context.Background()
+	_, v := newTestVault(t)
+	for _, n := range []int{1, 31, 32, 33, 70} {
+		start, err := v.Audit(ctx, AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := int64(0)
+		if len(start) > 0 {
+			after = start[len(start)-1].ID
+		}
+		meta := Meta{Actor: fmt.Sprint("burst", n)}
+		if err := v.Update(ctx, meta, func(tx *Tx) error {
+			for i := range n {
+				p := fmt.Sprintf("/b%d/f%02d", n, i)
+				if _, err := tx.WriteFile(p, []byte("x"), WriteOptions{Parents: true}); err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					if err := tx.Rename(p, p+".r", RenameOptions{}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := v.Audit(ctx, AuditFilter{AfterID: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			if e.Actor != meta.Actor {
+				t.Fatalf("burst of %d: event %+v has actor %q", n, e, e.Actor)
+			}
+			got = append(got, e.Action+" "+e.Path+fmt.Sprint(e.Details["to"]))
+		}
+		var want []string
+		for i := range n {
+			p := fmt.Sprintf("/b%d/f%02d", n, i)
+			want = append(want, "file.write "+p+"<nil>")
+			if i%2 == 1 {
+				want = append(want, "rename "+p+p+".r")
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("burst of %d: audit\n%s\nwant\n%s", n, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
