@@ -179,6 +179,19 @@ func (t *Tree) renameQueued(p string, at time.Time) bool {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	ops := t.q.ops
+	// Most removals (rm -rf) find no link queued: say so without
+	// comparing every queued path with p, which made a burst of n
+	// removals cost n² comparisons.
+	linked := false
+	for i := range ops {
+		if ops[i].op == opLink && ops[i].single {
+			linked = true
+			break
+		}
+	}
+	if !linked {
+		return false
+	}
 	for i := len(ops) - 1; i >= 0; i-- {
 		op := ops[i]
 		if op.op == opLink && op.from == p && op.single && path.Dir(op.from) == path.Dir(op.to) {
