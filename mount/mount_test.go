@@ -1098,3 +1098,53 @@ func TestQueueCloses(t *testing.T) {
 	err = os.WriteFile(filepath.Join(qm.Dir(), "big"), pattern(2<<20), 0o644)
 	wantErrno(t, "close of a new 2 MiB file with max_size_mb=1 and QueueCloses", err, syscall.EDQUOT, syscall.ENOSPC)
 }
+
+// TestQueuedCloseReachesVault: where closes are queued the kernel sends
+// no FLUSH for a written file (its RELEASE queues the content), yet what
+// a close leaves still reaches the vault, and other readers of it, as it
+// did: within the queue's delay, also when another descriptor of the
+// file stays open, and at once with Sync after the writer exited.
+func TestQueuedCloseReachesVault(t *testing.T) {
+	v := testVault(t, vault.Quota{})
+	m := mountVault(t, v, Options{QueueCloses: true})
+	p := filepath.Join(m.Dir(), "log")
+	w, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p) // held open across the writer's close
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.WriteString("first line\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, _, err := v.ReadFile(context.Background(), "/log")
+		if err == nil && string(data) == "first line\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vault /log 10 s after the writer's close, its reader still open: %q, %v", data, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A process that writes, closes and exits, then Sync: as exec's
+	// runner does before it reads the vault's changes.
+	cmd := osexec.Command("sh", "-c", `for i in 1 2 3 4 5 6 7 8; do printf 'file %s\n' $i > f$i; done`)
+	cmd.Dir = m.Dir()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v\n%s", err, out)
+	}
+	syncMount(t, m)
+	for i := 1; i <= 8; i++ {
+		if got, want := vaultFile(t, v, fmt.Sprintf("/f%d", i)), fmt.Sprintf("file %d\n", i); got != want {
+			t.Fatalf("vault /f%d after Sync: %q, want %q", i, got, want)
+		}
+	}
+}

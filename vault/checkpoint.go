@@ -105,6 +105,7 @@ func (t *Tx) RestoreCheckpoint(name string) (RestoreResult, error) {
 	}
 	// Nodes of the current epoch belong to the live tree alone: every
 	// checkpoint and fork bumps the epoch before it shares anything.
+	t.wc = nil
 	if _, err := t.exec(`DELETE FROM dirents WHERE dir IN (SELECT id FROM nodes WHERE vault=? AND epoch=?)`, t.v.id, t.v.epoch); err != nil {
 		return RestoreResult{}, err
 	}

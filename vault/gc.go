@@ -87,6 +87,7 @@ func (t *Tx) gc() (GCStats, error) {
 		` INSERT INTO gc_live SELECT id FROM live`); err != nil {
 		return st, fmt.Errorf("gc mark: %w", err)
 	}
+	t.wc = nil
 	if _, err := t.execText(`DELETE FROM dirents WHERE dir NOT IN (SELECT id FROM gc_live)`); err != nil {
 		return st, fmt.Errorf("gc sweep: %w", err)
 	}

@@ -408,6 +408,7 @@ func (t *Tx) makeWritable(chain []*node, comps []string) error {
 
 // link points dir/name at child, replacing any entry of that name.
 func (t *Tx) link(dir int64, name string, child int64) error {
+	t.direntChanged(dir, name)
 	_, err := t.exec(`INSERT INTO dirents(dir, name, child) VALUES(?,?,?) ON CONFLICT(dir, name) DO UPDATE SET child=excluded.child`, dir, name, child)
 	if err != nil {
 		return fmt.Errorf("link %q: %w", name, err)
@@ -416,6 +417,7 @@ func (t *Tx) link(dir int64, name string, child int64) error {
 }
 
 func (t *Tx) unlink(dir int64, name string) error {
+	t.direntChanged(dir, name)
 	_, err := t.exec(`DELETE FROM dirents WHERE dir=? AND name=?`, dir, name)
 	return err
 }
@@ -472,6 +474,7 @@ func (t *Tx) drop(n *node) error {
 		return nil
 	}
 	if n.kind == KindDir {
+		t.wc = nil // its entries go in bulk
 		if _, err := t.exec(`DELETE FROM dirents WHERE dir=?`, n.id); err != nil {
 			return err
 		}

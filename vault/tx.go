@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -93,6 +94,9 @@ type Tx struct {
 	// get NoOwner.
 	owner    [2]int64
 	hasOwner bool
+	// wc keeps the chains of directories walked in this transaction
+	// (walk.go).
+	wc *walkCache
 }
 
 type event struct {
@@ -247,8 +251,28 @@ func ptrToNull(p *int64) any {
 	return *p
 }
 
+// auditCols is how many values an audit row takes, auditRows how many
+// rows auditInsertMany inserts.
+const (
+	auditCols = 11
+	auditRows = 32
+)
+
+// auditInsert is the statement that records audit events, one row per
+// ? group; auditRows of them at a time (auditInsertMany), the rest one by
+// one: a burst of the mount's queued changes (rm -rf of a tree) records
+// hundreds of events in one transaction, and a statement's fixed cost is
+// most of what a row costs.
+var (
+	auditInsert     = `INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, seq) VALUES`
+	auditRow        = `(?,?,?,?,?,?,?,?,?,?,?)`
+	auditInsertOne  = auditInsert + auditRow
+	auditInsertMany = auditInsert + auditRow + strings.Repeat(","+auditRow, auditRows-1)
+)
+
 func (t *Tx) flushEvents() error {
-	for _, e := range t.events {
+	args := make([]any, 0, auditCols*min(len(t.events), auditRows))
+	for i, e := range t.events {
 		d := "{}"
 		if len(e.details) > 0 {
 			b, err := json.Marshal(e.details)
@@ -257,9 +281,21 @@ func (t *Tx) flushEvents() error {
 			}
 			d = string(b)
 		}
-		if _, err := t.exec(`INSERT INTO audit(time, vault_id, namespace, vault, action, path, actor, request_id, trace_id, details, seq) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
-			t.now, t.v.id, t.v.namespace, t.v.name, e.action, e.path, t.meta.Actor, t.meta.RequestID, t.meta.TraceID, d, t.v.seq); err != nil {
-			return err
+		args = append(args, t.now, t.v.id, t.v.namespace, t.v.name, e.action, e.path, t.meta.Actor, t.meta.RequestID, t.meta.TraceID, d, t.v.seq)
+		// Rows go in in order, auditRows at a time while that many are
+		// left: the same rows, with the same ids, as one at a time.
+		q := ""
+		switch {
+		case len(args) == auditCols*auditRows:
+			q = auditInsertMany
+		case len(args) == auditCols && len(t.events)-i < auditRows:
+			q = auditInsertOne
+		}
+		if q != "" {
+			if _, err := t.exec(q, args...); err != nil {
+				return err
+			}
+			args = args[:0]
 		}
 	}
 	return nil

@@ -439,3 +439,153 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWalkCacheFollowsChanges makes, in one transaction, the changes that
+// move or replace a directory whose chain the transaction's walks have
+// cached, and then walks through that directory's old and new paths: each
+// walk must see the tree as it is at that point, as a fresh transaction
+// does afterwards.
+func TestWalkCacheFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	_, v := newTestVault(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustNotExist := func(err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+	}
+	must(v.Mkdir(ctx, "/a/b/c", 0o755, true, Meta{}))
+	must(v.Mkdir(ctx, "/x/y", 0o755, true, Meta{}))
+	// A checkpoint freezes the nodes: the first change of the
+	// transaction below copies /a and /a/b, whose old chains must not be
+	// walked from afterwards.
+	if _, err := v.SaveCheckpoint(ctx, "cp", "", false, Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	must(v.Update(ctx, Meta{}, func(tx *Tx) error {
+		must2 := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := tx.WriteFile("/a/b/c/f1", []byte("1"), WriteOptions{})
+		must2(err)
+		_, err = tx.WriteFile("/a/b/c/f2", []byte("2"), WriteOptions{}) // from the cached chain
+		must2(err)
+		// Move the cached directory away: its old path is gone.
+		must2(tx.Rename("/a/b", "/x/b", RenameOptions{}))
+		_, err = tx.WriteFile("/a/b/c/f3", []byte("3"), WriteOptions{})
+		mustNotExist(err)
+		_, err = tx.WriteFile("/x/b/c/f3", []byte("3"), WriteOptions{})
+		must2(err)
+		// Put another directory at the old path.
+		must2(tx.Rename("/x/y", "/a/b", RenameOptions{}))
+		_, err = tx.Stat("/a/b/c")
+		mustNotExist(err)
+		_, err = tx.WriteFile("/a/b/f4", []byte("4"), WriteOptions{})
+		must2(err)
+		// Replace a walked directory with a file.
+		must2(tx.Remove("/x/b", RemoveOptions{Recursive: true}))
+		_, err = tx.WriteFile("/x/b", []byte("file"), WriteOptions{})
+		must2(err)
+		_, err = tx.WriteFile("/x/b/c/f5", []byte("5"), WriteOptions{})
+		if !errors.Is(err, ErrNotDir) && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("write under a file: %v", err)
+		}
+		// A hard link's name in a cached directory, then its removal.
+		must2(tx.Link("/a/b/f4", "/a/b/f6"))
+		must2(tx.Remove("/a/b/f4", RemoveOptions{}))
+		data, _, err := tx.ReadFile("/a/b/f6")
+		must2(err)
+		if string(data) != "4" {
+			t.Fatalf("/a/b/f6 = %q", data)
+		}
+		return nil
+	}))
+	var got []string
+	var list func(tx *Tx, p string) error
+	list = func(tx *Tx, p string) error {
+		es, err := tx.ReadDir(p)
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			got = append(got, fmt.Sprintf("%s %v", e.Path, e.Kind))
+			if e.Kind == KindDir {
+				if err := list(tx, e.Path); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	must(v.View(ctx, func(tx *Tx) error { return list(tx, "/") }))
+	want := []string{"/a dir", "/a/b dir", "/a/b/f6 file", "/x dir", "/x/b file"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("tree after the transaction:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestAuditOfABurst: a transaction of many changes (the mount's queued
+// bursts) records one audit event per change, in order, with its details,
+// whether its events go in 32 rows to a statement or one by one.
+func TestAuditOfABurst(t *testing.T) {
+	ctx := context.Background()
+	_, v := newTestVault(t)
+	for _, n := range []int{1, 31, 32, 33, 70} {
+		start, err := v.Audit(ctx, AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := int64(0)
+		if len(start) > 0 {
+			after = start[len(start)-1].ID
+		}
+		meta := Meta{Actor: fmt.Sprint("burst", n)}
+		if err := v.Update(ctx, meta, func(tx *Tx) error {
+			for i := range n {
+				p := fmt.Sprintf("/b%d/f%02d", n, i)
+				if _, err := tx.WriteFile(p, []byte("x"), WriteOptions{Parents: true}); err != nil {
+					return err
+				}
+				if i%2 == 1 {
+					if err := tx.Rename(p, p+".r", RenameOptions{}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := v.Audit(ctx, AuditFilter{AfterID: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			if e.Actor != meta.Actor {
+				t.Fatalf("burst of %d: event %+v has actor %q", n, e, e.Actor)
+			}
+			got = append(got, e.Action+" "+e.Path+fmt.Sprint(e.Details["to"]))
+		}
+		var want []string
+		for i := range n {
+			p := fmt.Sprintf("/b%d/f%02d", n, i)
+			want = append(want, "file.write "+p+"<nil>")
+			if i%2 == 1 {
+				want = append(want, "rename "+p+p+".r")
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("burst of %d: audit\n%s\nwant\n%s", n, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

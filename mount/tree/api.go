@@ -289,6 +289,15 @@ func (t *Tree) Flush(ctx context.Context, f *File) syscall.Errno {
 	return t.fsyncFile(ctx, f)
 }
 
+// QueuesCloses reports whether a close queues the file's content rather
+// than commit it (Options.QueueCloses, in a vault with no quota that
+// could refuse it, for a file without a backing file): a FLUSH of such a
+// file then does nothing the last RELEASE does not do (Release), and the
+// mount may ask the kernel for none. A quota set while the file is open
+// makes that RELEASE commit, and a refusal is only logged: close(2) had
+// already returned.
+func (t *Tree) QueuesCloses() bool { return t.noQuota.Load() }
+
 // Fsync commits f's buffered writes, and the queue, where a close may
 // have left its content.
 func (t *Tree) Fsync(ctx context.Context, f *File) syscall.Errno {
@@ -307,15 +316,24 @@ func (t *Tree) fsyncFile(ctx context.Context, f *File) syscall.Errno {
 
 // Release closes f. The last File of an entry commits (or queues) what
 // is still buffered: writes through a shared mapping can arrive after
-// the last flush.
+// the last flush, and where closes are queued (QueuesCloses) the kernel
+// sends no FLUSH; there any File queues them.
 func (t *Tree) Release(ctx context.Context, f *File) {
 	t.mu.Lock()
 	last := f.d.opens == 1
 	t.mu.Unlock()
-	if last && !t.commitLater(f.e) {
-		if err := t.commit(ctx, f.e); err != nil {
-			t.log.Warn("commit on release failed: buffered writes dropped", keyErr, err)
+	switch {
+	case last:
+		if !t.commitLater(f.e) {
+			if err := t.commit(ctx, f.e); err != nil {
+				t.log.Warn("commit on release failed: buffered writes dropped", keyErr, err)
+			}
 		}
+	case t.QueuesCloses():
+		// The kernel sent no FLUSH for this close (QueuesCloses): queue
+		// what it wrote now, as that FLUSH would have, rather than
+		// when the file's other descriptors close.
+		t.commitLater(f.e)
 	}
 	t.closeFile(f)
 }

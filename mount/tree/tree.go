@@ -248,6 +248,16 @@ func (t *Tree) Sync(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// A RELEASE that ran meanwhile may have queued a file's content
+	// (QueuesCloses: the kernel sends no FLUSH, and RELEASE does not
+	// wait for close(2)); it was dirty when listed, so it is either
+	// committed above or in the queue now.
+	t.nsMu.RLock()
+	err = t.flushHeld(ctx)
+	t.nsMu.RUnlock()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
