@@ -403,6 +403,10 @@ func (f *fileNode) OnForget() { f.m.untrack(f.EmbeddedInode()) }
 // handle is one open file description.
 type handle struct {
 	f *tree.File
+	// atime: the open handed the kernel the file's content and moved
+	// its access time (prefill), which the kernel's cached attributes
+	// do not show yet.
+	atime bool
 }
 
 // backedHandle is a handle with a backing file: go-fuse registers it
@@ -461,7 +465,33 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, errno
 	}
 	h, fl := m.handle(tf, keep, flags)
+	if keep && fl&fuse.FOPEN_NOFLUSH != 0 && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
+		m.prefill(f.EmbeddedInode(), h.(*handle))
+	}
 	return h, fl, 0
+}
+
+// prefill hands a small file's content to the kernel's page cache
+// before the reply to its read-only OPEN, when the tree has it in memory
+// (tree.Tree.Prefill): the reader's read(2) then finds it there, and the
+// READ round trip it would have cost (one of three per cold small file:
+// LOOKUP, OPEN, READ) is not made. The open keeps the page cache
+// (FOPEN_KEEP_CACHE), which is what the caller checked. A write or a
+// change from the vault that landed while the content was on its way
+// drops the pages again before the open returns, so no reader is left
+// with bytes the file no longer holds.
+func (m *Mount) prefill(in *fs.Inode, h *handle) {
+	data, atime := m.t.Prefill(h.f)
+	if data == nil {
+		return
+	}
+	h.atime = atime
+	if errno := in.WriteCache(0, data); errno != 0 {
+		return // the READ fetches it
+	}
+	if !m.t.Prefilled(h.f, data) {
+		in.NotifyContent(0, 0)
+	}
 }
 
 var _ = (fs.NodeReader)((*fileNode)(nil))
@@ -540,6 +570,14 @@ var _ = (fs.NodeReleaser)((*fileNode)(nil))
 func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := handleOf(fh); ok {
 		f.m.t.Release(f.m.ctx, h.f)
+		if h.atime {
+			// A READ would have made the kernel drop its cached
+			// access time; prefill spared the READ, so the
+			// attributes are dropped here, after the reader is
+			// done (dropping them before its read(2) would have
+			// cost a GETATTR in place of the READ).
+			f.NotifyContent(-1, 0)
+		}
 	}
 	return 0
 }
