@@ -403,10 +403,12 @@ func (f *fileNode) OnForget() { f.m.untrack(f.EmbeddedInode()) }
 // handle is one open file description.
 type handle struct {
 	f *tree.File
-	// atime: the open handed the kernel the file's content and moved
-	// its access time (prefill), which the kernel's cached attributes
-	// do not show yet.
-	atime bool
+	// in and unread are set when the open handed the kernel the file's
+	// content (prefill): the read it is for is recorded (its access
+	// time) at Release, or at Sync if that comes first. Guarded by
+	// Mount.mu.
+	in     *fs.Inode
+	unread bool
 }
 
 // backedHandle is a handle with a backing file: go-fuse registers it
@@ -480,17 +482,40 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 // change from the vault that landed while the content was on its way
 // drops the pages again before the open returns, so no reader is left
 // with bytes the file no longer holds.
+//
+// The mount never sees that read, so the access time moves when the
+// descriptor is released (or at Sync, if that comes first): an open that
+// reads nothing still shows its old access time while it is open, as
+// fstat(2) checks, and a read is in the vault when Sync returns.
 func (m *Mount) prefill(in *fs.Inode, h *handle) {
-	data, atime := m.t.Prefill(h.f)
+	data := m.t.Prefill(h.f)
 	if data == nil {
 		return
 	}
-	h.atime = atime
 	if errno := in.WriteCache(0, data); errno != 0 {
 		return // the READ fetches it
 	}
 	if !m.t.Prefilled(h.f, data) {
 		in.NotifyContent(0, 0)
+		return
+	}
+	m.mu.Lock()
+	h.in, h.unread = in, true
+	m.unread[h] = struct{}{}
+	m.mu.Unlock()
+}
+
+// readDone records the read of h's prefilled content, once: its access
+// time moves (relatime), and the kernel, which never sent the READ after
+// which it drops its cached access time, is told to drop it now.
+func (m *Mount) readDone(h *handle) {
+	m.mu.Lock()
+	unread := h.unread
+	h.unread = false
+	delete(m.unread, h)
+	m.mu.Unlock()
+	if unread && m.t.Accessed(h.f) {
+		h.in.NotifyContent(-1, 0)
 	}
 }
 
@@ -569,15 +594,10 @@ var _ = (fs.NodeReleaser)((*fileNode)(nil))
 // (writes through a shared mapping can arrive after the last flush).
 func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := handleOf(fh); ok {
+		// Before the release: the file's entry is still the
+		// descriptor's.
+		f.m.readDone(h)
 		f.m.t.Release(f.m.ctx, h.f)
-		if h.atime {
-			// A READ would have made the kernel drop its cached
-			// access time; prefill spared the READ, so the
-			// attributes are dropped here, after the reader is
-			// done (dropping them before its read(2) would have
-			// cost a GETATTR in place of the READ).
-			f.NotifyContent(-1, 0)
-		}
 	}
 	return 0
 }

@@ -13,36 +13,48 @@ const maxPrefill = 128 << 10
 // small file with no buffered changes, no backing file and no other open
 // File, whose committed content the content cache holds (read ahead with
 // its directory, or read or written before). It returns nil otherwise.
-// The content so handed over counts as read: the access time moves as a
-// READ would move it, and atime reports whether it did (the kernel's
-// cached attributes then need dropping once the reader is done).
+// The read that the content is for never reaches the mount: the caller
+// records it with Accessed when the File is closed.
 //
 // The caller stores data in the kernel and then asks Prefilled whether
 // it is still the file's content: a write or a catch-up that landed
 // meanwhile means the kernel's pages must be dropped.
-func (t *Tree) Prefill(f *File) (data []byte, atime bool) {
+func (t *Tree) Prefill(f *File) []byte {
 	e, d := f.e, f.d
 	t.nsMu.RLock()
 	defer t.nsMu.RUnlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t.mu.Lock()
-	ok := d.opens == 1 && d.size <= maxPrefill && t.prefillableLocked(e, d)
-	if ok {
-		data = t.cachedLocked(e)
+	defer t.mu.Unlock()
+	if d.opens != 1 || d.size > maxPrefill || !t.prefillableLocked(e, d) {
+		return nil
 	}
-	before := e.atime
-	t.mu.Unlock()
-	if !ok {
-		return nil, false
+	return t.cachedLocked(e)
+}
+
+// Accessed records a read of f that the mount did not serve (its content
+// was prefilled): the access time moves as a READ would have moved it
+// (relatime). It reports whether it moved.
+func (t *Tree) Accessed(f *File) bool {
+	if t.ro {
+		return false
 	}
-	if !t.ro {
-		t.accessed(e)
+	e, d := f.e, f.d
+	t.nsMu.RLock()
+	defer t.nsMu.RUnlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.orphan || d.stale {
+		return false
 	}
 	t.mu.Lock()
-	atime = e.atime != before
+	before := e.atime
 	t.mu.Unlock()
-	return data, atime
+	t.accessed(e)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return e.atime != before
 }
 
 // Prefilled reports whether data, which Prefill returned for f, is still
