@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/avfs/avfs/mount/tree"
@@ -38,7 +39,7 @@ func (m *Mount) newNode(e *tree.Entry) (fs.InodeEmbedder, fs.StableAttr) {
 	case vault.KindSymlink:
 		return &linkNode{node{m: m, ino: e.Ino()}}, id
 	case vault.KindFile:
-		return &fileNode{node{m: m, ino: e.Ino()}}, id
+		return &fileNode{node: node{m: m, ino: e.Ino()}}, id
 	}
 	// A fifo, socket or device: the kernel serves its opens itself.
 	return &node{m: m, ino: e.Ino()}, id
@@ -284,6 +285,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	}
 	in := d.child(ctx, e, out)
 	d.m.track(in)
+	markOpened(in)
 	f, keep, errno := d.m.t.Open(d.m.ctx, e, flags&^syscall.O_TRUNC)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -308,6 +310,7 @@ func (d *dirNode) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *f
 	ops, id := d.m.newNode(e)
 	in := d.NewInode(ctx, ops, id)
 	d.m.track(in)
+	markOpened(in)
 	h, fl := d.m.handle(f, true, flags)
 	return in, h, fl, 0
 }
@@ -393,7 +396,21 @@ func (l *linkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 // fileNode is a regular file node.
-type fileNode struct{ node }
+type fileNode struct {
+	node
+	// opened is set by the first OPEN of the kernel's inode, or by the
+	// CREATE that made it: until then its page cache is empty (prefill).
+	// A file created through the mount has the pages its writes
+	// filled.
+	opened atomic.Bool
+}
+
+// markOpened records that in, a regular file's node, was opened.
+func markOpened(in *fs.Inode) {
+	if f, ok := in.Operations().(*fileNode); ok {
+		f.opened.Store(true)
+	}
+}
 
 var _ = (fs.NodeOnForgetter)((*fileNode)(nil))
 
@@ -467,17 +484,22 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, errno
 	}
 	h, fl := m.handle(tf, keep, flags)
-	if keep && fl&fuse.FOPEN_NOFLUSH != 0 && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
+	first := !f.opened.Swap(true)
+	if first && keep && fl&fuse.FOPEN_NOFLUSH != 0 && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
 		m.prefill(f.EmbeddedInode(), h.(*handle))
 	}
 	return h, fl, 0
 }
 
 // prefill hands a small file's content to the kernel's page cache
-// before the reply to its read-only OPEN, when the tree has it in memory
-// (tree.Tree.Prefill): the reader's read(2) then finds it there, and the
-// READ round trip it would have cost (one of three per cold small file:
-// LOOKUP, OPEN, READ) is not made. The open keeps the page cache
+// before the reply to the first read-only OPEN of the kernel's inode
+// (one it looked up, not one created through the mount),
+// when the tree has it in memory (tree.Tree.Prefill): the reader's
+// read(2) then finds it there, and the READ round trip it would have
+// cost (one of three per cold small file: LOOKUP, OPEN, READ) is not
+// made. Later opens keep what the kernel cached or read it again as
+// before: storing again would only copy the same bytes, and move the
+// access time of a read the kernel may serve from pages it kept. The open keeps the page cache
 // (FOPEN_KEEP_CACHE), which is what the caller checked. A write or a
 // change from the vault that landed while the content was on its way
 // drops the pages again before the open returns, so no reader is left
