@@ -156,6 +156,9 @@ type Mount struct {
 	// for the tree's notifications (Kernel.Changed).
 	nodes  map[uint64]*fs.Inode
 	closed bool
+	// unread are the open handles whose prefilled content's read is not
+	// recorded yet (prefill): Sync records them.
+	unread map[*handle]struct{}
 
 	panicOn string // Options.panicOn
 
@@ -192,7 +195,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	m := &Mount{
 		v: v, dir: dir, ro: o.ReadOnly,
 		log: logger.With(keyDir, dir), uid: uint32(os.Getuid()), gid: uint32(os.Getgid()),
-		ctx: mctx, cancel: cancel, nodes: map[uint64]*fs.Inode{}, panicOn: o.panicOn, onSync: o.OnSync,
+		ctx: mctx, cancel: cancel, nodes: map[uint64]*fs.Inode{}, unread: map[*handle]struct{}{}, panicOn: o.panicOn, onSync: o.OnSync,
 	}
 	m.syncCtx, m.syncCancel = context.WithCancel(mctx)
 	m.rootNode = &dirNode{node{m: m, ino: tree.RootIno}}
@@ -302,9 +305,20 @@ func (m *Mount) Dir() string { return m.dir }
 // Sync commits every buffered change to the vault now: queued removals
 // and renames, then each file's writes in one transaction. A file whose
 // commit fails keeps its previous content in the vault and loses the
-// buffered changes; the errors are joined. Call Sync before changing the
-// vault behind the mount's back.
+// buffered changes; the errors are joined. Reads of content the kernel
+// got with an open (prefill) that is still open are recorded first (their
+// access times). Call Sync before changing the vault behind the mount's
+// back.
 func (m *Mount) Sync(ctx context.Context) error {
+	m.mu.Lock()
+	unread := make([]*handle, 0, len(m.unread))
+	for h := range m.unread {
+		unread = append(unread, h)
+	}
+	m.mu.Unlock()
+	for _, h := range unread {
+		m.readDone(h)
+	}
 	if err := m.t.Sync(ctx); err != nil {
 		return fmt.Errorf("sync %s: %w", m.dir, err)
 	}

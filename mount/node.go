@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/avfs/avfs/mount/tree"
@@ -38,7 +39,7 @@ func (m *Mount) newNode(e *tree.Entry) (fs.InodeEmbedder, fs.StableAttr) {
 	case vault.KindSymlink:
 		return &linkNode{node{m: m, ino: e.Ino()}}, id
 	case vault.KindFile:
-		return &fileNode{node{m: m, ino: e.Ino()}}, id
+		return &fileNode{node: node{m: m, ino: e.Ino()}}, id
 	}
 	// A fifo, socket or device: the kernel serves its opens itself.
 	return &node{m: m, ino: e.Ino()}, id
@@ -284,6 +285,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	}
 	in := d.child(ctx, e, out)
 	d.m.track(in)
+	markOpened(in)
 	f, keep, errno := d.m.t.Open(d.m.ctx, e, flags&^syscall.O_TRUNC)
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -308,6 +310,7 @@ func (d *dirNode) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *f
 	ops, id := d.m.newNode(e)
 	in := d.NewInode(ctx, ops, id)
 	d.m.track(in)
+	markOpened(in)
 	h, fl := d.m.handle(f, true, flags)
 	return in, h, fl, 0
 }
@@ -393,7 +396,21 @@ func (l *linkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 }
 
 // fileNode is a regular file node.
-type fileNode struct{ node }
+type fileNode struct {
+	node
+	// opened is set by the first OPEN of the kernel's inode, or by the
+	// CREATE that made it: until then its page cache is empty (prefill).
+	// A file created through the mount has the pages its writes
+	// filled.
+	opened atomic.Bool
+}
+
+// markOpened records that in, a regular file's node, was opened.
+func markOpened(in *fs.Inode) {
+	if f, ok := in.Operations().(*fileNode); ok {
+		f.opened.Store(true)
+	}
+}
 
 var _ = (fs.NodeOnForgetter)((*fileNode)(nil))
 
@@ -403,6 +420,12 @@ func (f *fileNode) OnForget() { f.m.untrack(f.EmbeddedInode()) }
 // handle is one open file description.
 type handle struct {
 	f *tree.File
+	// in and unread are set when the open handed the kernel the file's
+	// content (prefill): the read it is for is recorded (its access
+	// time) at Release, or at Sync if that comes first. Guarded by
+	// Mount.mu.
+	in     *fs.Inode
+	unread bool
 }
 
 // backedHandle is a handle with a backing file: go-fuse registers it
@@ -467,7 +490,61 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		return nil, 0, errno
 	}
 	h, fl := m.handle(tf, keep, flags)
+	first := !f.opened.Swap(true)
+	if first && keep && fl&fuse.FOPEN_NOFLUSH != 0 && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
+		m.prefill(f.EmbeddedInode(), h.(*handle))
+	}
 	return h, fl, 0
+}
+
+// prefill hands a small file's content to the kernel's page cache
+// before the reply to the first read-only OPEN of the kernel's inode
+// (one it looked up, not one created through the mount),
+// when the tree has it in memory (tree.Tree.Prefill): the reader's
+// read(2) then finds it there, and the READ round trip it would have
+// cost (one of three per cold small file: LOOKUP, OPEN, READ) is not
+// made. Later opens keep what the kernel cached or read it again as
+// before: storing again would only copy the same bytes, and move the
+// access time of a read the kernel may serve from pages it kept. The open keeps the page cache
+// (FOPEN_KEEP_CACHE), which is what the caller checked. A write or a
+// change from the vault that landed while the content was on its way
+// drops the pages again before the open returns, so no reader is left
+// with bytes the file no longer holds.
+//
+// The mount never sees that read, so the access time moves when the
+// descriptor is released (or at Sync, if that comes first): an open that
+// reads nothing still shows its old access time while it is open, as
+// fstat(2) checks, and a read is in the vault when Sync returns.
+func (m *Mount) prefill(in *fs.Inode, h *handle) {
+	data := m.t.Prefill(h.f)
+	if data == nil {
+		return
+	}
+	if errno := in.WriteCache(0, data); errno != 0 {
+		return // the READ fetches it
+	}
+	if !m.t.Prefilled(h.f, data) {
+		in.NotifyContent(0, 0)
+		return
+	}
+	m.mu.Lock()
+	h.in, h.unread = in, true
+	m.unread[h] = struct{}{}
+	m.mu.Unlock()
+}
+
+// readDone records the read of h's prefilled content, once: its access
+// time moves (relatime), and the kernel, which never sent the READ after
+// which it drops its cached access time, is told to drop it now.
+func (m *Mount) readDone(h *handle) {
+	m.mu.Lock()
+	unread := h.unread
+	h.unread = false
+	delete(m.unread, h)
+	m.mu.Unlock()
+	if unread && m.t.Accessed(h.f) {
+		h.in.NotifyContent(-1, 0)
+	}
 }
 
 var _ = (fs.NodeReader)((*fileNode)(nil))
@@ -545,6 +622,9 @@ var _ = (fs.NodeReleaser)((*fileNode)(nil))
 // (writes through a shared mapping can arrive after the last flush).
 func (f *fileNode) Release(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 	if h, ok := handleOf(fh); ok {
+		// Before the release: the file's entry is still the
+		// descriptor's.
+		f.m.readDone(h)
 		f.m.t.Release(f.m.ctx, h.f)
 	}
 	return 0
