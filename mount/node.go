@@ -491,7 +491,8 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	}
 	h, fl := m.handle(tf, keep, flags)
 	first := !f.opened.Swap(true)
-	if first && keep && fl&fuse.FOPEN_NOFLUSH != 0 && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
+	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && flags&syscall.O_TRUNC == 0
+	if first && keep && readOnly && flags&syscall.O_DIRECT == 0 && tf.Backing() == nil {
 		m.prefill(f.EmbeddedInode(), h.(*handle))
 	}
 	return h, fl, 0
