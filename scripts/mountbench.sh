@@ -219,28 +219,9 @@ drop_caches() {
 
 # ---- fixtures -------------------------------------------------------------
 
-# gen_tree DIR: 2,000 source-like text files (0.5–4 KB, 16 extensions) in
-# 100 directories DIR/srcA/modB, 20 files each. Deterministic.
-gen_tree() {
-	local a b
-	for a in 0 1 2 3 4 5 6 7 8 9; do
-		for b in 0 1 2 3 4 5 6 7 8 9; do
-			mkdir -p "$1/src$a/mod$b"
-		done
-	done
-	awk -v root="$1" -v n="$nfiles" 'BEGIN {
-		split("go rs c h py js ts md txt toml json yaml sh cc hpp java", ext, " ")
-		for (i = 0; i < n; i++) {
-			d = int(i / 20)
-			f = sprintf("%s/src%d/mod%d/file%02d.%s", root, int(d / 10), d % 10, i % 20, ext[i % 16 + 1])
-			lines = 8 + (i * 37) % 56
-			printf "// file %d of the avfs mount benchmark tree\n", i > f
-			for (l = 0; l < lines; l++)
-				printf "func f%d_%d(x int) int { return x*%d + %d } // %d\n", i, l, (i * 31 + l) % 97, (l * 17 + i) % 1000, l > f
-			close(f)
-		}
-	}'
-}
+# gen_tree: scripts/mounttree.sh.
+# shellcheck source=scripts/mounttree.sh
+. "$root/scripts/mounttree.sh"
 
 # gen_flat DIR: 2,000 files of exactly 4 KB in 40 directories DIR/dNN,
 # 50 files each (issue #11's second harness). Deterministic.
@@ -389,7 +370,7 @@ unset CARGO_TARGET_DIR CARGO_BUILD_TARGET_DIR
 gitc='git -c user.email=a@b -c user.name=b -c gc.auto=0'
 
 src=$work/src
-gen_tree "$src"
+gen_tree "$src" "$nfiles"
 (cd "$src" && find . -type f | sort) >"$work/files.lst"
 [ "$(wc -l <"$work/files.lst")" = "$nfiles" ] || { echo "mountbench: tree has $(wc -l <"$work/files.lst") files" >&2; exit 1; }
 tree_bytes=$(du -sb "$src" | cut -f1)

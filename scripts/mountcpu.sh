@@ -28,19 +28,9 @@ cleanup() {
 }
 trap cleanup EXIT
 # mountbench's tree: 2,000 source-like files in 100 directories.
-awk -v root="$src" -v n=2000 'BEGIN {
-	split("go rs c h py js ts md txt toml json yaml sh cc hpp java", ext, " ")
-	for (i = 0; i < n; i++) {
-		d = int(i / 20)
-		if (i % 20 == 0) system("mkdir -p " root "/src" int(d / 10) "/mod" d % 10)
-		f = sprintf("%s/src%d/mod%d/file%02d.%s", root, int(d / 10), d % 10, i % 20, ext[i % 16 + 1])
-		lines = 8 + (i * 37) % 56
-		printf "// file %d of the avfs mount benchmark tree\n", i > f
-		for (l = 0; l < lines; l++)
-			printf "func f%d_%d(x int) int { return x*%d + %d } // %d\n", i, l, (i * 31 + l) % 97, (l * 17 + i) % 1000, l > f
-		close(f)
-	}
-}'
+# shellcheck source=scripts/mounttree.sh
+. "$(dirname "$0")/mounttree.sh"
+gen_tree "$src"
 "$avfs" --home "$home" vault create v --json >/dev/null
 "$avfs" --home "$home" mount "$mnt" --vault v --queue-closes --json >"$w/m.out" 2>"$w/m.err" &
 mp=$!
