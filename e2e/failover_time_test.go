@@ -295,3 +295,87 @@ func BenchmarkFailoverAfterALongLog(b *testing.B) {
 	b.ReportMetric(times[len(times)/2].Seconds(), "p50-s")
 	b.ReportMetric(times[len(times)-1].Seconds(), "max-s")
 }
+
+// TestExecThatChangedNothingKeptByItsResult: in sync mode, an exec that
+// changes no file is kept by a result entry in the vault's change log,
+// not by a snapshot push (the vault's head does not move). Its owner is
+// SIGKILLed right after the reply: the retry under the same request id
+// is answered by the other worker (own store) from the stored envelope,
+// not run again, and that worker's audit log has the exec's event once.
+func TestExecThatChangedNothingKeptByItsResult(t *testing.T) {
+	f := startFleet(t)
+	p := startPair(f)
+	ctx := context.Background()
+	c := f.client()
+	if err := c.Call(ctx, "default", "quiet", messages.OpVaultCreate, messages.VaultCreateArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.waitHead("quiet")
+	js, _ := jetstream.New(f.conn())
+	heads, err := js.KeyValue(ctx, messages.BucketHeads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headRev := func() uint64 {
+		e, err := heads.Get(ctx, messages.VaultKey("default", "quiet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Revision()
+	}
+	rev := headRev()
+	req := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "quiet", RequestID: "quiet-exec"}
+	req.Args, _ = json.Marshal(messages.ExecArgs{Argv: []string{"echo", "quiet"}})
+	run := func(ctx context.Context, c interface {
+		Do(context.Context, messages.Request) (messages.Reply, error)
+	}) (messages.Envelope, error) {
+		var env messages.Envelope
+		rep, err := c.Do(ctx, req)
+		if err != nil {
+			return env, err
+		}
+		if rep.Error != nil {
+			return env, rep.Error
+		}
+		return env, json.Unmarshal(rep.Result, &env)
+	}
+	env, err := run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Status != messages.StatusCompleted || env.Checkpoint != nil || env.Changes == nil || len(env.Changes.Added)+len(env.Changes.Modified)+len(env.Changes.Deleted) != 0 {
+		t.Fatalf("exec: %+v, want completed with no change and no checkpoint", env)
+	}
+	if now := headRev(); now != rev {
+		t.Fatalf("an exec that changed nothing moved the vault's head (revision %d to %d): a snapshot was pushed", rev, now)
+	}
+	owner := p.owner(ctx, "quiet")
+	var again messages.Envelope
+	took, err := p.killAndSend(owner, func(ctx context.Context) error {
+		var err error
+		again, err = run(ctx, f.client())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("retry after the kill of %s: %v (after %v)", owner, err, took)
+	}
+	if again.StartedAt != env.StartedAt || again.Stdout != env.Stdout {
+		t.Fatalf("retry after the kill ran the command again: started %s, stdout %q; first %s, %q", again.StartedAt, again.Stdout, env.StartedAt, env.Stdout)
+	}
+	if now := p.owner(ctx, "quiet"); now == owner {
+		t.Fatalf("vault still served by the killed %s", owner)
+	}
+	var audit messages.AuditResult
+	if err := c.Call(ctx, "default", "quiet", messages.OpAudit, messages.AuditArgs{Action: "exec.run"}, &audit); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range audit.Events {
+		if e.RequestID == req.RequestID {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the new owner's audit log has %d exec.run events of %s, want 1: %+v", n, req.RequestID, audit.Events)
+	}
+}

@@ -43,9 +43,11 @@ const (
 	LogSnapshot = "snapshot"
 	// LogResult carries the request log row of a request whose change
 	// is kept elsewhere (a fork: its target, by the target's own
-	// snapshot): a new owner records Result (the store's encoding) under
-	// the request's id and ArgsHash without running anything, so a retry
-	// is answered from it.
+	// snapshot), or that changed nothing but its audit log (an exec
+	// whose change summary is empty: Audit holds its event): a new owner
+	// records Result (the store's encoding) under the request's id and
+	// ArgsHash, and the Audit events, without running anything, so a
+	// retry is answered from it.
 	LogResult = "result"
 )
 
@@ -67,6 +69,9 @@ type ChangeEntry struct {
 	// ArgsHash is the request's argument digest (LogResult), as its
 	// request log row holds it.
 	ArgsHash string `json:"args_hash,omitempty"`
+	// Audit is what a LogResult's request added to the vault's audit log
+	// (an exec's exec.run event), recorded again by a replay.
+	Audit []AuditEvent `json:"audit,omitempty"`
 }
 
 // EncodeEntry is json.Marshal(e) with the request's Args and e.Result

@@ -227,6 +227,8 @@ func (l *changelog) serve(ctx context.Context, c handler.Call, owner messages.Ow
 		// tells logOp where the request's transactions took the vault
 		// from and to, without reading the store again.
 		hctx, span = vault.RecordSeqs(vault.WithTime(ctx, now), k.ns, k.vault)
+	} else if req.Op == messages.OpExec {
+		hctx, span = vault.RecordSeqs(ctx, k.ns, k.vault) // (keepExec)
 	}
 	res, err := handle(hctx)
 	if err != nil {
@@ -252,6 +254,8 @@ func (l *changelog) serve(ctx context.Context, c handler.Call, owner messages.Ow
 		return res, nil
 	case kind == changeLog:
 		commit = func() error { return l.logOp(ctx, k, req, c.Args, res, owner, now, span) }
+	case req.Op == messages.OpExec:
+		commit = func() error { return l.keepExec(ctx, c, res, owner, mode, span) }
 	default:
 		commit = func() error { return l.snapshotFor(ctx, c, owner, mode) }
 	}
@@ -402,18 +406,25 @@ func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, arg
 	if err != nil {
 		return err
 	}
+	l.appended(ctx, k, pos, seq)
+	return nil
+}
+
+// appended records that k's copy at pos equals its log up to seq, an
+// entry just appended, and pushes a snapshot (trimming the log) every
+// snapshotEvery entries.
+func (l *changelog) appended(ctx context.Context, k vkey, pos vault.LogPos, seq uint64) {
 	l.record(ctx, k, pos, seq)
 	l.mu.Lock()
 	l.since[k]++
 	n := l.since[k]
+	if n >= snapshotEvery {
+		l.since[k] = 0
+	}
 	l.mu.Unlock()
 	if n >= snapshotEvery {
-		l.mu.Lock()
-		l.since[k] = 0
-		l.mu.Unlock()
 		l.s.ho.schedule(k, pushAction{reason: "log"})
 	}
-	return nil
 }
 
 // snapshotFor keeps a change the log cannot replay: the snapshot of the
@@ -952,10 +963,24 @@ func (l *changelog) replayEntry(ctx context.Context, k vkey, seq uint64, data []
 		// A fork's row: its target is a vault of its own, kept by its
 		// snapshot; running the fork again would make it again.
 		rk := vault.RequestKey{Namespace: k.ns, Vault: k.vault, ID: e.Request.RequestID, Op: string(e.Request.Op), ArgsHash: e.ArgsHash}
-		if err := l.st.StoreResult(ctx, rk, e.Result); err != nil && !errors.Is(err, vault.ErrConflict) {
+		err := l.st.StoreResult(ctx, rk, e.Result)
+		if errors.Is(err, vault.ErrConflict) {
+			return false, nil // recorded already (an entry replayed twice)
+		}
+		if err != nil {
 			return false, fmt.Errorf("change log entry %d of %s/%s: %w", seq, k.ns, k.vault, err)
 		}
-		return false, nil
+		// An exec that changed nothing else: its audit event (keepExec).
+		for _, ev := range e.Audit {
+			rctx := ctx
+			if t, err := time.Parse(time.RFC3339Nano, ev.Time); err == nil {
+				rctx = vault.WithTime(ctx, t)
+			}
+			if err := l.st.Vault(k.ns, k.vault).Record(rctx, ev.Action, ev.Path, ev.Details, vault.Meta{Actor: ev.Actor, RequestID: ev.RequestID, TraceID: ev.TraceID}); err != nil {
+				return false, fmt.Errorf("change log entry %d of %s/%s: audit: %w", seq, k.ns, k.vault, err)
+			}
+		}
+		return len(e.Audit) > 0, nil
 	}
 	if e.Kind != messages.LogOp || e.Request == nil {
 		return false, nil // an epoch, or a snapshot whose push never landed
