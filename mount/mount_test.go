@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/avfs/avfs/internal/poll"
 	"github.com/avfs/avfs/vault"
 	"golang.org/x/sys/unix"
 )
@@ -1123,17 +1124,10 @@ func TestQueuedCloseReachesVault(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "the vault's /log after the writer's close, its reader still open", func() (bool, error) {
 		data, _, err := v.ReadFile(context.Background(), "/log")
-		if err == nil && string(data) == "first line\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("vault /log 10 s after the writer's close, its reader still open: %q, %v", data, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && string(data) == "first line\n", nil
+	})
 	// A process that writes, closes and exits, then Sync: as exec's
 	// runner does before it reads the vault's changes.
 	cmd := osexec.Command("sh", "-c", `for i in 1 2 3 4 5 6 7 8; do printf 'file %s\n' $i > f$i; done`)

@@ -397,23 +397,22 @@ func (l *changelog) logOp(ctx context.Context, k vkey, req messages.Request, arg
 		// replay later may not find: a snapshot keeps it.
 		return l.snapshot(ctx, k, string(req.Op))
 	}
-	// The request's slot of the worker's concurrency (Server.sem) is
-	// for work, not for waiting on JetStream: another vault's request
-	// runs meanwhile. (The vault's own requests wait on its lock.)
+	return l.appendAt(ctx, k, b, pos)
+}
+
+// appendAt appends b, an entry of a request on k that holds k's log lock
+// and took k's copy to pos, records that the copy at pos equals the log
+// there, and pushes a snapshot (trimming the log) every snapshotEvery
+// entries. The request's slot of the worker's concurrency (Server.sem)
+// is for work, not for waiting on JetStream: another vault's request
+// runs meanwhile. (The vault's own requests wait on its lock.)
+func (l *changelog) appendAt(ctx context.Context, k vkey, b []byte, pos vault.LogPos) error {
 	<-l.s.sem
 	seq, err := l.append(ctx, k, b)
 	l.s.sem <- struct{}{}
 	if err != nil {
 		return err
 	}
-	l.appended(ctx, k, pos, seq)
-	return nil
-}
-
-// appended records that k's copy at pos equals its log up to seq, an
-// entry just appended, and pushes a snapshot (trimming the log) every
-// snapshotEvery entries.
-func (l *changelog) appended(ctx context.Context, k vkey, pos vault.LogPos, seq uint64) {
 	l.record(ctx, k, pos, seq)
 	l.mu.Lock()
 	l.since[k]++
@@ -425,6 +424,7 @@ func (l *changelog) appended(ctx context.Context, k vkey, pos vault.LogPos, seq 
 	if n >= snapshotEvery {
 		l.s.ho.schedule(k, pushAction{reason: "log"})
 	}
+	return nil
 }
 
 // snapshotFor keeps a change the log cannot replay: the snapshot of the

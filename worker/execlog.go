@@ -62,14 +62,7 @@ func (l *changelog) keepExec(ctx context.Context, c handler.Call, res any, owner
 	if err != nil || len(b) > maxEntry {
 		return snap()
 	}
-	<-l.s.sem // (as logOp: not a work slot while waiting on JetStream)
-	seq, err := l.append(ctx, k, b)
-	l.s.sem <- struct{}{}
-	if err != nil {
-		return err
-	}
-	l.appended(ctx, k, pos, seq)
-	return nil
+	return l.appendAt(ctx, k, b, pos)
 }
 
 // changedNothing reports whether env is an exec's that left the vault's
