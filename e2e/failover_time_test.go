@@ -311,19 +311,7 @@ func TestExecThatChangedNothingKeptByItsResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitHead("quiet")
-	js, _ := jetstream.New(f.conn())
-	heads, err := js.KeyValue(ctx, messages.BucketHeads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	headRev := func() uint64 {
-		e, err := heads.Get(ctx, messages.VaultKey("default", "quiet"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Revision()
-	}
-	rev := headRev()
+	rev := headRevision(t, f, "quiet")
 	req := messages.Request{Op: messages.OpExec, Namespace: "default", Vault: "quiet", RequestID: "quiet-exec"}
 	req.Args, _ = json.Marshal(messages.ExecArgs{Argv: []string{"echo", "quiet"}})
 	run := func(ctx context.Context, c interface {
@@ -346,7 +334,7 @@ func TestExecThatChangedNothingKeptByItsResult(t *testing.T) {
 	if env.Status != messages.StatusCompleted || env.Checkpoint != nil || env.Changes == nil || len(env.Changes.Added)+len(env.Changes.Modified)+len(env.Changes.Deleted) != 0 {
 		t.Fatalf("exec: %+v, want completed with no change and no checkpoint", env)
 	}
-	if now := headRev(); now != rev {
+	if now := headRevision(t, f, "quiet"); now != rev {
 		t.Fatalf("an exec that changed nothing moved the vault's head (revision %d to %d): a snapshot was pushed", rev, now)
 	}
 	owner := p.owner(ctx, "quiet")

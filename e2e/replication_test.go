@@ -321,14 +321,7 @@ func TestMountWritesKeptBySnapshots(t *testing.T) {
 		must(call(messages.OpCat, messages.PathArgs{Path: path}, &res))
 		return *res.Content
 	}
-	js, _ := jetstream.New(f.conn())
-	heads, err := js.KeyValue(context.Background(), messages.BucketHeads)
-	must(err)
-	headRev := func() uint64 {
-		e, err := heads.Get(context.Background(), messages.VaultKey("default", "mnt"))
-		must(err)
-		return e.Revision()
-	}
+	headRev := func() uint64 { return headRevision(t, f, "mnt") }
 	for round, how := range []string{"nothing", "write", "mount.stop"} {
 		victim := owner()
 		dir := t.TempDir()
@@ -480,19 +473,12 @@ func TestMountWritesHeldAgainAfterTheLogRefusedAnAppend(t *testing.T) {
 		t.Fatalf("fsync while the log refuses appends: %v, want EIO", err)
 	}
 	must(writeThrough(dir, "closed.txt", false))
-	heads, err := js.KeyValue(ctx, messages.BucketHeads)
-	must(err)
-	headRev := func() uint64 {
-		e, err := heads.Get(ctx, messages.VaultKey("default", "lapse"))
-		must(err)
-		return e.Revision()
-	}
-	rev := headRev()
+	rev := headRevision(t, f, "lapse")
 	cfg.MaxMsgSize = limit
 	_, err = js.UpdateStream(ctx, cfg)
 	must(err)
 	poll.Until(t, 30*time.Second, "a snapshot holding what the mount committed while the log refused appends", func() (bool, error) {
-		return headRev() != rev, nil
+		return headRevision(t, f, "lapse") != rev, nil
 	})
 	must(writeThrough(dir, "after.txt", true))
 
@@ -567,4 +553,21 @@ func handOver(t *testing.T, f *fleet, v, to string) {
 	if _, err := kv.Update(ctx, "default."+v, b, rev); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// headRevision is the revision of vault v's head (namespace default) in
+// the fleet's heads bucket: it moves with every snapshot pushed.
+func headRevision(t testing.TB, f *fleet, v string) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	js, _ := jetstream.New(f.conn())
+	heads, err := js.KeyValue(ctx, messages.BucketHeads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := heads.Get(ctx, messages.VaultKey("default", v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Revision()
 }

@@ -53,21 +53,15 @@ func checkFastMatchesTx(t *testing.T, v *Vault, p string) {
 func TestFastReadMatchesTx(t *testing.T) {
 	ctx := context.Background()
 	_, v := newTestVault(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	_, err := v.WriteFile(ctx, "/a/b/small.txt", []byte("hello"), WriteOptions{Parents: true}, Meta{})
-	must(err)
+	must(t, err)
 	_, err = v.WriteFile(ctx, "/a/empty", nil, WriteOptions{}, Meta{})
-	must(err)
+	must(t, err)
 	_, err = v.WriteFile(ctx, "/a/one-chunk", content(1, ChunkSize), WriteOptions{}, Meta{})
-	must(err)
+	must(t, err)
 	_, err = v.WriteFile(ctx, "/a/two-chunks", content(2, ChunkSize+1), WriteOptions{}, Meta{})
-	must(err)
-	must(v.Symlink(ctx, "b/small.txt", "/a/link", Meta{}))
+	must(t, err)
+	must(t, v.Symlink(ctx, "b/small.txt", "/a/link", Meta{}))
 	for _, p := range []string{
 		"/", "/a", "/a/b", "/a/b/small.txt", "/a//b/./small.txt", "/a/empty", "/a/one-chunk", "/a/two-chunks", "/a/link",
 		"/missing", "/a/missing", "/a/b/small.txt/x", "/a/link/x", "/a/missing/x", "relative", "/a/../b", "/a/b\x00",
@@ -448,27 +442,21 @@ func TestConcurrentUse(t *testing.T) {
 func TestWalkCacheFollowsChanges(t *testing.T) {
 	ctx := context.Background()
 	_, v := newTestVault(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	mustNotExist := func(err error) {
 		t.Helper()
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
 		}
 	}
-	must(v.Mkdir(ctx, "/a/b/c", 0o755, true, Meta{}))
-	must(v.Mkdir(ctx, "/x/y", 0o755, true, Meta{}))
+	must(t, v.Mkdir(ctx, "/a/b/c", 0o755, true, Meta{}))
+	must(t, v.Mkdir(ctx, "/x/y", 0o755, true, Meta{}))
 	// A checkpoint freezes the nodes: the first change of the
 	// transaction below copies /a and /a/b, whose old chains must not be
 	// walked from afterwards.
 	if _, err := v.SaveCheckpoint(ctx, "cp", "", false, Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	must(v.Update(ctx, Meta{}, func(tx *Tx) error {
+	must(t, v.Update(ctx, Meta{}, func(tx *Tx) error {
 		must2 := func(err error) {
 			t.Helper()
 			if err != nil {
@@ -526,7 +514,7 @@ func TestWalkCacheFollowsChanges(t *testing.T) {
 		}
 		return nil
 	}
-	must(v.View(ctx, func(tx *Tx) error { return list(tx, "/") }))
+	must(t, v.View(ctx, func(tx *Tx) error { return list(tx, "/") }))
 	want := []string{"/a dir", "/a/b dir", "/a/b/f6 file", "/x dir", "/x/b file"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("tree after the transaction:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
