@@ -607,7 +607,10 @@ func TestQueuedChangesReachTheVault(t *testing.T) {
 		t.Fatalf("rename answered from the cache: %v", err)
 	}
 	syncMount(t, m)
-	m.notifies.Wait() // the resynchronisation runs in the background
+	// The resynchronisation runs in the background, and fails the files
+	// open when it runs with ESTALE.
+	m.t.WaitResyncs()
+	m.notifies.Wait()
 	writeFile(t, filepath.Join(dir, "after"), "a")
 	checkFor(t, 2*time.Second, 5*time.Millisecond, func() error {
 		ents, err := os.ReadDir(dir)

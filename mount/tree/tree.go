@@ -309,6 +309,11 @@ func (t *Tree) invalidate() (negative map[uint64][]string) {
 	return negative
 }
 
+// WaitResyncs waits for the resynchronisations started so far (a
+// commit the vault refused drops every cache, in the background) to
+// finish: files opened after it returns are not caught by them.
+func (t *Tree) WaitResyncs() { t.resyncs.Wait() }
+
 // StopFollowing stops reading the change log; Close does it too. The
 // mount stops following before it unmounts, so that no catch-up runs
 // against a kernel that is going away.
@@ -335,7 +340,7 @@ func (t *Tree) Close() error {
 			t.q.timer.Stop()
 		}
 		t.q.mu.Unlock()
-		t.resyncs.Wait()
+		t.WaitResyncs()
 		t.cancel()
 		t.closeErr = err
 	})
