@@ -283,6 +283,7 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	}
 	m.served = make(chan struct{})
 	release := reserveProcs()
+	keepCodeResident(m.log)
 	go func() {
 		server.Wait()
 		release()
