@@ -283,7 +283,6 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 	}
 	m.served = make(chan struct{})
 	release := reserveProcs()
-	keepCodeResident(m.log)
 	go func() {
 		server.Wait()
 		release()
