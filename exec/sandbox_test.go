@@ -584,6 +584,36 @@ func TestZygoteReplacedWhenDead(t *testing.T) {
 	}
 }
 
+// A kept init stopped while idle (SIGSTOP from an operator or a
+// debugger) is not given the next run, which would then wait for its
+// timeout: the run starts a new init, and the stopped one is killed.
+func TestZygoteReplacedWhenStopped(t *testing.T) {
+	pool := exec.NewPool()
+	t.Cleanup(pool.Close)
+	ws := t.TempDir()
+	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+	if res := run(t, exec.Spec{Shell: "echo one", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "one\n" {
+		t.Fatalf("first run: %q %q", res.Stdout, res.Stderr)
+	}
+	inits := keptInits()
+	if len(inits) != 1 {
+		t.Fatalf("kept inits %v, want one", inits)
+	}
+	if err := unix.Kill(inits[0], unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, exec.Spec{Shell: "echo two", Dir: ws, Env: hostEnv(), Sandbox: sb, Timeout: 10 * time.Second})
+	if string(res.Stdout) != "two\n" || exitCode(res) != "0" || res.TimedOut {
+		t.Fatalf("run after the init was stopped: exit %s, timed out %v, %q %q", exitCode(res), res.TimedOut, res.Stdout, res.Stderr)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if !processGone(inits[0]) {
+			return fmt.Errorf("stopped init %d still there", inits[0])
+		}
+		return nil
+	})
+}
+
 // A kept init killed from the host while a command runs in it: the run
 // ends (no hang) with a status that says it was killed.
 func TestZygoteKilledMidRun(t *testing.T) {

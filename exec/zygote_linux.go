@@ -166,12 +166,14 @@ func (z *zygote) alive() bool {
 	}
 }
 
-// exited reports whether z's process has exited or is exiting. It asks
+// exited reports whether z's process has exited or is exiting, or is
+// stopped (SIGSTOP, a tracer): one that cannot serve a run now. It asks
 // the kernel, so it cannot miss a death that z.dead has not caught up
 // with yet: the pidfd polls readable once every thread has exited, and
 // before that the main thread is a zombie as soon as it has exited (a
 // killed zygote, PID 1 of its namespace, then waits for the kernel to
-// kill every process in the namespace).
+// kill every process in the namespace). A stopped zygote would start
+// nothing and report nothing until the run's timeout.
 func (z *zygote) exited() bool {
 	if !z.alive() {
 		return true
@@ -199,7 +201,14 @@ func (z *zygote) exited() bool {
 		return true
 	}
 	i := bytes.LastIndexByte(b, ')') // the state follows the command name
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	switch b[i+2] {
+	case 'Z', 'X', 'T', 't':
+		return true
+	}
+	return false
 }
 
 // layout splits sb into what a zygote is built with and the binds
@@ -250,7 +259,7 @@ func (p *Pool) get(ctx context.Context, cfg initConfig, key string) (*zygote, er
 		if !z.exited() {
 			return z, nil
 		}
-		z.kill() // it died while idle: the OOM killer, an operator
+		z.kill() // it died or was stopped while idle: the OOM killer, an operator
 		p.mu.Lock()
 		i = len(p.idle) // the list may have changed meanwhile
 	}
