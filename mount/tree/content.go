@@ -70,8 +70,9 @@ func newFileData(e *Entry) *fileData {
 }
 
 // write buffers data at off. Sequential writes, the common case, extend
-// the last extent in place.
-func (d *fileData) write(off int64, data []byte) {
+// the last extent in place (grow); limit is about the most the file
+// buffers before it commits (Options.MaxDirty plus this write).
+func (d *fileData) write(off int64, data []byte, limit int64) {
 	if len(data) == 0 {
 		return // a zero-length write changes nothing, not even the size
 	}
@@ -82,6 +83,7 @@ func (d *fileData) write(off int64, data []byte) {
 		last := &d.exts[n-1]
 		switch {
 		case off == last.end():
+			last.grow(len(data), limit)
 			last.data = append(last.data, data...)
 			d.dirtyBytes += int64(len(data))
 			return
@@ -118,6 +120,26 @@ func (d *fileData) write(off int64, data []byte) {
 	d.dirtyBytes += hi - lo
 	d.exts[i] = extent{off: lo, data: buf}
 	d.exts = append(d.exts[:i+1], d.exts[j:]...)
+}
+
+// grow makes room for n more bytes at the end of x, doubling its
+// capacity, and going straight to limit once a doubling passes half of
+// it. append grows a large slice by a quarter at a time: a sequential
+// write of 64 MiB (MaxDirty) copied its buffer about five times over on
+// the way, and page-faulted in every copy (a 256 MiB cp into a mount:
+// 2.1–2.5 → 1.5–1.7 s, decisions §45).
+func (x *extent) grow(n int, limit int64) {
+	need := len(x.data) + n
+	if need <= cap(x.data) {
+		return
+	}
+	c := max(2*cap(x.data), need)
+	if int64(c) > limit/2 {
+		c = max(int(limit), need)
+	}
+	grown := make([]byte, len(x.data), c)
+	copy(grown, x.data)
+	x.data = grown
 }
 
 func clone(b []byte) []byte {

@@ -41,7 +41,7 @@ func TestFileDataModel(t *testing.T) {
 				if r.IntN(3) == 0 && len(d.exts) > 0 {
 					off = d.exts[len(d.exts)-1].end() // sequential
 				}
-				d.write(off, data)
+				d.write(off, data, int64(r.IntN(8000)))
 				if len(data) > 0 {
 					if end := off + int64(len(data)); end > int64(len(model)) {
 						model = append(model, make([]byte, end-int64(len(model)))...)

@@ -1007,7 +1007,7 @@ func (t *Tree) write(ctx context.Context, h *File, data []byte, off int64) sysca
 		d.mu.Unlock()
 		return syscall.ENOSPC
 	}
-	t.account(d, func() { d.write(off, data) })
+	t.account(d, func() { d.write(off, data, t.maxDirty+int64(len(data))) })
 	now := time.Now().UnixNano()
 	t.mu.Lock()
 	e.size = d.size
