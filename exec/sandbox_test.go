@@ -546,12 +546,12 @@ func TestZygoteConcurrentRuns(t *testing.T) {
 	}
 }
 
-// A kept init that died while idle (the OOM killer, an operator) is
-// replaced: the next run starts a new one. Close ends every kept init.
-func TestZygoteReplacedWhenDead(t *testing.T) {
-	pool := exec.NewPool()
-	ws := t.TempDir()
-	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
+// keptInitAfterARun runs one command in a sandbox of pool, writable at
+// ws, and returns the pid of the one kept init it leaves.
+func keptInitAfterARun(t *testing.T, pool *exec.Pool) (ws string, sb *exec.Sandbox, pid int) {
+	t.Helper()
+	ws = t.TempDir()
+	sb = &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
 	if res := run(t, exec.Spec{Shell: "echo one", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "one\n" {
 		t.Fatalf("first run: %q %q", res.Stdout, res.Stderr)
 	}
@@ -559,10 +559,18 @@ func TestZygoteReplacedWhenDead(t *testing.T) {
 	if len(inits) != 1 {
 		t.Fatalf("kept inits %v, want one", inits)
 	}
-	unix.Kill(inits[0], unix.SIGKILL)
+	return ws, sb, inits[0]
+}
+
+// A kept init that died while idle (the OOM killer, an operator) is
+// replaced: the next run starts a new one. Close ends every kept init.
+func TestZygoteReplacedWhenDead(t *testing.T) {
+	pool := exec.NewPool()
+	ws, sb, pid := keptInitAfterARun(t, pool)
+	unix.Kill(pid, unix.SIGKILL)
 	checkFor(t, 10*time.Second, func() error {
-		if !processGone(inits[0]) {
-			return fmt.Errorf("kept init %d still runs", inits[0])
+		if !processGone(pid) {
+			return fmt.Errorf("kept init %d still runs", pid)
 		}
 		return nil
 	})
@@ -590,16 +598,8 @@ func TestZygoteReplacedWhenDead(t *testing.T) {
 func TestZygoteReplacedWhenStopped(t *testing.T) {
 	pool := exec.NewPool()
 	t.Cleanup(pool.Close)
-	ws := t.TempDir()
-	sb := &exec.Sandbox{Pool: pool, Binds: append(exec.SystemBinds(), exec.Bind{Path: ws, Writable: true})}
-	if res := run(t, exec.Spec{Shell: "echo one", Dir: ws, Env: hostEnv(), Sandbox: sb}); string(res.Stdout) != "one\n" {
-		t.Fatalf("first run: %q %q", res.Stdout, res.Stderr)
-	}
-	inits := keptInits()
-	if len(inits) != 1 {
-		t.Fatalf("kept inits %v, want one", inits)
-	}
-	if err := unix.Kill(inits[0], unix.SIGSTOP); err != nil {
+	ws, sb, pid := keptInitAfterARun(t, pool)
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	res := run(t, exec.Spec{Shell: "echo two", Dir: ws, Env: hostEnv(), Sandbox: sb, Timeout: 10 * time.Second})
@@ -607,8 +607,8 @@ func TestZygoteReplacedWhenStopped(t *testing.T) {
 		t.Fatalf("run after the init was stopped: exit %s, timed out %v, %q %q", exitCode(res), res.TimedOut, res.Stdout, res.Stderr)
 	}
 	checkFor(t, 10*time.Second, func() error {
-		if !processGone(inits[0]) {
-			return fmt.Errorf("stopped init %d still there", inits[0])
+		if !processGone(pid) {
+			return fmt.Errorf("stopped init %d still there", pid)
 		}
 		return nil
 	})
