@@ -124,7 +124,7 @@ func (d *fileData) write(off int64, data []byte, limit int64) {
 
 // grow makes room for n more bytes at the end of x, doubling its
 // capacity, and going straight to limit once a doubling passes half of
-// it. append grows a large slice by a quarter at a time: a sequential
+// it (past limit, as an unlinked file's buffer may grow, it doubles on). append grows a large slice by a quarter at a time: a sequential
 // write of 64 MiB (MaxDirty) copied its buffer about five times over on
 // the way, and page-faulted in every copy (a 256 MiB cp into a mount:
 // 2.1–2.5 → 1.5–1.7 s, decisions §45).
@@ -134,8 +134,8 @@ func (x *extent) grow(n int, limit int64) {
 		return
 	}
 	c := max(2*cap(x.data), need)
-	if int64(c) > limit/2 {
-		c = max(int(limit), need)
+	if int64(need) <= limit && int64(c) > limit/2 {
+		c = int(limit)
 	}
 	grown := make([]byte, len(x.data), c)
 	copy(grown, x.data)

@@ -136,3 +136,24 @@ func TestErrno(t *testing.T) {
 		}
 	}
 }
+
+// A sequential write grows its buffer by doubling, below the limit and
+// past it (an unlinked file's buffer may pass it): a few allocations for
+// thousands of writes, not one copy of the whole buffer per write.
+func TestSequentialWritesGrowByDoubling(t *testing.T) {
+	chunk := make([]byte, 4096)
+	for _, limit := range []int64{1 << 20, 64 << 20} {
+		allocs := testing.AllocsPerRun(1, func() {
+			d := newFileData(&Entry{})
+			for i := range 4096 { // 16 MiB
+				d.write(int64(i)*int64(len(chunk)), chunk, limit)
+			}
+			if d.size != 16<<20 || len(d.exts) != 1 {
+				t.Fatalf("size %d in %d extents after 16 MiB of sequential writes", d.size, len(d.exts))
+			}
+		})
+		if allocs > 40 {
+			t.Errorf("limit %d: %v allocations for 4,096 sequential writes", limit, allocs)
+		}
+	}
+}
