@@ -68,12 +68,24 @@ func processGone(pid int) bool {
 	if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
 		return true
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	state, err := processState(pid)
 	if err != nil {
 		return errors.Is(err, fs.ErrNotExist)
 	}
+	return state == 'Z'
+}
+
+// processState is pid's state letter in /proc (R, S, T, Z...).
+func processState(pid int) (byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
 	i := bytes.LastIndexByte(b, ')') // the state follows the command name
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+	if i < 0 || i+2 >= len(b) {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return b[i+2], nil
 }
 
 func waitGone(t testing.TB, pid int) {

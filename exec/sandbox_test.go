@@ -602,6 +602,15 @@ func TestZygoteReplacedWhenStopped(t *testing.T) {
 	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal stops it a moment later; one stopped while the run is
+	// being handed over is not caught (the run then waits for its
+	// timeout).
+	checkFor(t, 10*time.Second, func() error {
+		if state, err := processState(pid); err != nil || state != 'T' {
+			return fmt.Errorf("kept init %d in state %q (%v), want stopped", pid, state, err)
+		}
+		return nil
+	})
 	res := run(t, exec.Spec{Shell: "echo two", Dir: ws, Env: hostEnv(), Sandbox: sb, Timeout: 10 * time.Second})
 	if string(res.Stdout) != "two\n" || exitCode(res) != "0" || res.TimedOut {
 		t.Fatalf("run after the init was stopped: exit %s, timed out %v, %q %q", exitCode(res), res.TimedOut, res.Stdout, res.Stderr)
