@@ -54,16 +54,15 @@
 //     command that outlives a dead worker must not keep its mount alive.
 //   - Not supported: extended attributes (EOPNOTSUPP). POSIX locks are
 //     handled by the kernel locally.
-//   - While a mount is served its process runs with more Ps
-//     (GOMAXPROCS) for go-fuse's readers blocked on /dev/fuse, given
-//     back when the server stops (procs.go).
+//   - A process that serves mounts calls SpareProcs at its start: more
+//     Ps (GOMAXPROCS) for go-fuse's readers blocked on /dev/fuse. Never
+//     change GOMAXPROCS while a mount is served (procs.go).
 //
 // # Locks
 //
 // Mount.mu guards the file nodes known to the kernel (for the tree's
 // Changed notes) and closed; it is never held across a tree call or a
-// kernel notification. procs.mu (the Ps added for served mounts) is a
-// leaf. The tree's own locks are its business (package
+// kernel notification. The tree's own locks are its business (package
 // tree). Notifications the tree asks for while serving a request are
 // sent from a goroutine of their own (kernel.Changed): the kernel may
 // need that very request to finish first. Tree calls made for the kernel

@@ -282,10 +282,8 @@ func New(ctx context.Context, v *vault.Vault, dir string, o Options) (*Mount, er
 		m.dev = mst.Dev
 	}
 	m.served = make(chan struct{})
-	release := reserveProcs()
 	go func() {
 		server.Wait()
-		release()
 		close(m.served)
 	}()
 	return m, nil

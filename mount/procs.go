@@ -1,8 +1,8 @@
 package mount
 
 import (
+	"os"
 	"runtime"
-	"sync"
 )
 
 // Ps for the readers of /dev/fuse.
@@ -17,57 +17,26 @@ import (
 // nearly every request: during git init + add + commit in a mount
 // (35,000 requests) sysmon and the hand-offs it started were a fifth of
 // the mount's CPU (perf). With a P left idle, sysmon leaves a blocked
-// read alone for 10 ms.
+// read alone for 10 ms (docs/decisions.md §43).
+
+// readerProcs is how many Ps SpareProcs adds.
+const readerProcs = 3
+
+// SpareProcs adds readerProcs Ps to GOMAXPROCS, unless the GOMAXPROCS
+// environment variable sets it: Ps, not threads or CPUs, so that a
+// process serving mounts always has an idle one while its readers block.
 //
-// So while a mount is served its process runs with readerProcs more Ps,
-// up to maxReaderProcs for all its mounts. They are Ps, not threads or
-// CPUs: a P held by a blocked read runs nothing. A mount started while
-// others are served sees the larger GOMAXPROCS, so go-fuse gives it more
-// readers (at most 16). Measured on two CPUs, scripts/mountcpu.sh with
-// the old and new binary in turns, four runs each: git's mount CPU 1.55
-// → 1.23 s, its wall time 2.18 → 1.84 s (docs/decisions.md §43).
-
-const (
-	readerProcs    = 3
-	maxReaderProcs = 8
-)
-
-// procs counts the served mounts of this process and the Ps added for
-// them.
-var procs procsState
-
-type procsState struct {
-	mu     sync.Mutex
-	mounts int
-	added  int
-}
-
-// reserveProcs adds a served mount's Ps; the returned func takes them
-// back. A GOMAXPROCS set by someone else while mounts are served is kept,
-// give or take the Ps added.
-func reserveProcs() (release func()) {
-	procs.mu.Lock()
-	defer procs.mu.Unlock()
-	procs.mounts++
-	procs.resize()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			procs.mu.Lock()
-			defer procs.mu.Unlock()
-			procs.mounts--
-			procs.resize()
-		})
-	}
-}
-
-// resize moves GOMAXPROCS by the change in the Ps the served mounts
-// need. p.mu is held.
-func (p *procsState) resize() {
-	want := min(p.mounts*readerProcs, maxReaderProcs)
-	if want == p.added {
+// Call it at the start of the process, before anything is mounted.
+// runtime.GOMAXPROCS stops the world, and a world stopped while the
+// process serves a mount can deadlock: a goroutine the runtime counts as
+// running while the kernel holds it on a request to that mount (a
+// vfork(2)ed child in its execve, a fault on a mapped file) never stops,
+// and the mount's server, stopped, never answers the request. Changing
+// GOMAXPROCS at each mount and unmount did exactly that in CI
+// (docs/decisions.md §43).
+func SpareProcs() {
+	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
-	runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)+want-p.added))
-	p.added = want
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + readerProcs)
 }

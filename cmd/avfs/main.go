@@ -12,12 +12,15 @@ import (
 
 	"github.com/avfs/avfs/cli"
 	"github.com/avfs/avfs/exec"
+	"github.com/avfs/avfs/mount"
 	"github.com/avfs/avfs/telemetry"
 )
 
 func main() {
 	// A sandboxed exec re-executes this binary as the sandbox's init.
 	exec.Init()
+	// Before anything is mounted: any avfs process may serve mounts.
+	mount.SpareProcs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	level := new(slog.LevelVar) // warn until the CLI reads log_level
 	level.Set(slog.LevelWarn)
