@@ -28,7 +28,8 @@ const readerProcs = 3
 //
 // Call it at the start of the process, before anything is mounted.
 // runtime.GOMAXPROCS stops the world, and a world stopped while the
-// process serves a mount can deadlock: a goroutine the runtime counts as
+// process serves a mount can deadlock (as a garbage collection can; see
+// exec.Spec.EnterDir): a goroutine the runtime counts as
 // running while the kernel holds it on a request to that mount (a
 // vfork(2)ed child in its execve, a fault on a mapped file) never stops,
 // and the mount's server, stopped, never answers the request. Changing
