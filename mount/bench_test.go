@@ -166,8 +166,8 @@ func BenchmarkGit(b *testing.B) {
 		}
 		b.StartTimer()
 		stop := profileSection()
-		cmd := osexec.Command("sh", "-c", "git init -q && git -c user.email=a@b -c user.name=b -c gc.auto=0 add -A && git -c user.email=a@b -c user.name=b -c gc.auto=0 commit -q -m tree")
-		cmd.Dir, cmd.Env = dir, env
+		cmd := commandIn(dir, "sh", "-c", "git init -q && git -c user.email=a@b -c user.name=b -c gc.auto=0 add -A && git -c user.email=a@b -c user.name=b -c gc.auto=0 commit -q -m tree")
+		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("git: %v\n%s", err, out)
 		}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -150,4 +152,22 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// commandIn is osexec.Command(name, args...) with the working directory
+// dir, in a mount this process serves. It starts through `env -C`, as
+// exec.Spec.EnterDir does: os/exec's vfork'd child execs env, off the
+// mount, and env, a process of its own, walks the mount. A vfork'd
+// child of this process that walks the mount while the runtime stops the
+// world (a garbage collection) deadlocks it: the child waits on the
+// mount's server, the stop on the thread the vfork holds (decisions §43).
+// A name without a slash is looked up along this process's PATH, as
+// osexec.Command does.
+func commandIn(dir, name string, args ...string) *osexec.Cmd {
+	if !strings.Contains(name, "/") {
+		if p, err := osexec.LookPath(name); err == nil {
+			name = p
+		}
+	}
+	return osexec.Command("/usr/bin/env", append([]string{"-C", dir, "--", name}, args...)...)
 }

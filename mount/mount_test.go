@@ -1133,8 +1133,7 @@ func TestQueuedCloseReachesVault(t *testing.T) {
 	})
 	// A process that writes, closes and exits, then Sync: as exec's
 	// runner does before it reads the vault's changes.
-	cmd := osexec.Command("sh", "-c", `for i in 1 2 3 4 5 6 7 8; do printf 'file %s\n' $i > f$i; done`)
-	cmd.Dir = m.Dir()
+	cmd := commandIn(m.Dir(), "sh", "-c", `for i in 1 2 3 4 5 6 7 8; do printf 'file %s\n' $i > f$i; done`)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sh: %v\n%s", err, out)
 	}

@@ -19,8 +19,7 @@ import (
 // and returns its combined output and error.
 func asUser(t *testing.T, uid, gid int, dir, script string) (string, error) {
 	t.Helper()
-	cmd := osexec.Command("setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid), "--clear-groups", "sh", "-c", script)
-	cmd.Dir = dir
+	cmd := commandIn(dir, "setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid), "--clear-groups", "sh", "-c", script)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }

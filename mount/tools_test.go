@@ -24,13 +24,11 @@ func renameat2(from, to string, flags uint) error {
 	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, flags)
 }
 
-// run runs a command with its working directory in the mount. The
-// binaries live outside the mount, and the kernel checks permissions
-// itself, so the fork cannot wait on a request this process serves.
+// run runs a command with its working directory in the mount
+// (commandIn).
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := osexec.Command(name, args...)
-	cmd.Dir = dir
+	cmd := commandIn(dir, name, args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -146,8 +146,7 @@ func (tw *twin) exec(s site, env []string, dir string, argv ...string) (string, 
 	for i, a := range argv {
 		args[i] = sub(a)
 	}
-	cmd := osexec.Command(args[0], args[1:]...)
-	cmd.Dir = filepath.Join(s.root, dir)
+	cmd := commandIn(filepath.Join(s.root, dir), args[0], args[1:]...)
 	for _, e := range env {
 		cmd.Env = append(cmd.Env, sub(e))
 	}
