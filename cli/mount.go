@@ -51,7 +51,7 @@ store; it must run on this machine.`,
 			} else if !ok {
 				return &requestError{toErr(vault.ErrVaultNotFound)}
 			}
-			o := mount.Options{ReadOnly: readonly, AllowOther: allowOther, QueueCloses: queueCloses, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log}
+			o := mount.Options{ReadOnly: readonly, AllowOther: allowOther, QueueCloses: queueCloses, Meta: vault.Meta{Actor: a.actor()}, Logger: a.log, WakeHere: a.cfg.Mount.WakeHere}
 			if a.cfg.Mount.Passthrough {
 				if o.Passthrough, err = tree.OpenBacking(a.cfg.ContentCacheDir(), a.cfg.Mount.ContentCacheMB<<20); err != nil {
 					return messages.Errorf(messages.CodeUnavailable, "mount %s: %v", dir, err)

@@ -88,6 +88,13 @@ type Mount struct {
 	// ContentCacheMB bounds that cache ($AVFS_HOME/content-cache), least
 	// recently used out.
 	ContentCacheMB int64 `mapstructure:"content_cache_mb"`
+	// WakeHere lets a process that serves mounts set the fuse module
+	// parameter wake_here to Y, on kernels that have it: the kernel then
+	// wakes a mount's server on the CPU of the request, about halving a
+	// request's round trip on a small VM. It is the machine's setting,
+	// for every FUSE mount, and stays after avfs exits
+	// (mount.WakeServersHere, docs/decisions.md §46). On by default.
+	WakeHere bool `mapstructure:"wake_here"`
 }
 
 // ContentCacheDir is where passthrough mounts keep file content.
@@ -299,6 +306,8 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("runtime.gc_percent", 25)
 	v.SetDefault("mount.passthrough", true)
 	v.SetDefault("mount.content_cache_mb", 4096)
+	v.SetDefault("mount.wake_here", true)
+	v.SetDefault("mount.wake_here", true)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -212,5 +213,67 @@ func TestFleetMount(t *testing.T) {
 	}
 	if mountedAt(dir) {
 		t.Fatal("still mounted")
+	}
+}
+
+// TestMountWakesServersHere: on a kernel with the fuse module parameter
+// wake_here (the kernel then wakes a mount's server on the CPU of the
+// request), `avfs mount` sets it to Y at its mount and says so at log
+// level info; with mount.wake_here=false it leaves the parameter alone.
+// The parameter is the machine's: the test puts back what it found.
+func TestMountWakesServersHere(t *testing.T) {
+	const param = "/sys/module/fuse/parameters/wake_here"
+	was, err := os.ReadFile(param)
+	if err != nil {
+		t.Skipf("this kernel has no fuse wake_here parameter: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(param, was, 0) })
+	home := t.TempDir()
+	avfsCmd(t, home, "vault", "create", "s")
+	// mountOnce runs `avfs mount` until it is up, then unmounts it and
+	// returns its log and the parameter as it was while mounted.
+	mountOnce := func(env ...string) (log, value string) {
+		t.Helper()
+		if err := os.WriteFile(param, []byte("N"), 0); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		var stderr bytes.Buffer
+		mnt := exec.Command(binary(t), "--log-level", "info", "--vault", "s", "mount", dir)
+		mnt.Env = append(append(os.Environ(), "AVFS_HOME="+home), env...)
+		mnt.Stderr = &stderr
+		if err := mnt.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- mnt.Wait() }()
+		within(t, 10*time.Second, "mount up", func() error {
+			if !mountedAt(dir) {
+				return errors.New("not mounted")
+			}
+			return nil
+		})
+		b, err := os.ReadFile(param)
+		if err != nil {
+			t.Fatal(err)
+		}
+		avfsCmd(t, home, "unmount", dir)
+		if err := <-exited; err != nil {
+			t.Fatalf("avfs mount: %v\n%s", err, stderr.String())
+		}
+		return stderr.String(), strings.TrimSpace(string(b))
+	}
+
+	log, value := mountOnce()
+	if value != "Y" {
+		t.Errorf("wake_here while avfs mount served: %q, want Y", value)
+	}
+	if !strings.Contains(log, "wake_here set to Y") {
+		t.Errorf("avfs mount did not say it set wake_here:\n%s", log)
+	}
+	// Another process's first mount may set it meanwhile (go test runs
+	// packages side by side); this one's log says whether it did.
+	if log, _ := mountOnce("AVFS_MOUNT_WAKE_HERE=false"); strings.Contains(log, "wake_here") {
+		t.Errorf("mount.wake_here=false: avfs mount touched wake_here:\n%s", log)
 	}
 }

@@ -57,6 +57,10 @@
 //   - A process that serves mounts calls SpareProcs at its start: more
 //     Ps (GOMAXPROCS) for go-fuse's readers blocked on /dev/fuse. Never
 //     change GOMAXPROCS while a mount is served (procs.go).
+//   - With Options.WakeHere, the first mount of a process sets the
+//     fuse module parameter wake_here to Y where the kernel has it: the
+//     server is woken on the CPU of the request (wakehere.go). It is the
+//     machine's setting and is never put back.
 //
 // # Locks
 //

@@ -33,6 +33,9 @@ type Mounts struct {
 	// mount.start (Parts.MountSync), given their vault; set before the
 	// first mount.
 	userSync func(ctx context.Context, ns, vault string) error
+	// wakeHere is every mount's Options.WakeHere (config
+	// mount.wake_here); set before the first mount.
+	wakeHere bool
 
 	mu   sync.Mutex
 	m    map[string]*activeMount
@@ -165,7 +168,7 @@ func (ms *Mounts) mount(ctx context.Context, v *vault.Vault) (*activeMount, erro
 	}
 	// QueueCloses: the runner Syncs the mount after each command,
 	// before anything reads the vault for the envelope.
-	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log, QueueCloses: true, Passthrough: ms.backing})
+	m, err := mount.New(ctx, v, dir, mount.Options{Meta: vault.Meta{Actor: "exec"}, Logger: ms.log, QueueCloses: true, Passthrough: ms.backing, WakeHere: ms.wakeHere})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("mount vault %s: %w", v.Name(), err)

@@ -46,7 +46,7 @@ func (ms *Mounts) serve(ctx context.Context, v *vault.Vault, dir string, ro bool
 		}
 		return messages.Errorf(messages.CodeConflict, "%s: vault %s is mounted there", dir, um.vault)
 	}
-	o := mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log, Passthrough: ms.backing}
+	o := mount.Options{ReadOnly: ro, Meta: vault.Meta{Actor: "mount"}, Logger: ms.log, Passthrough: ms.backing, WakeHere: ms.wakeHere}
 	if f := ms.userSync; f != nil {
 		// An fsync returns once the fleet holds what it committed.
 		ns, name := v.Namespace(), v.Name()

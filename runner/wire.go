@@ -80,6 +80,7 @@ func Wire(c *config.Config, p Parts) (func() error, error) {
 	}
 	mounts := NewMounts(filepath.Join(c.Home, "mnt"), p.Logger, backing)
 	mounts.userSync = p.MountSync
+	mounts.wakeHere = c.Mount.WakeHere
 	r := NewRunner(p.Store, pol, mounts, Config{
 		Timeout: c.Exec.Timeout, Grace: c.Exec.Grace, MaxOutput: c.Exec.MaxOutput, EnvAllow: c.Exec.EnvAllow,
 		ApprovalTTL: c.Approvals.TTL, Worker: p.Worker, Tracer: p.Tracer, Meter: p.Meter, Sandbox: sb,

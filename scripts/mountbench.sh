@@ -423,6 +423,12 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) at start"
 echo "work:    $work (native trees and the vault store share this file system):"
 df -T "$work" | sed 's/^/         /'
 echo "mount:   avfs mount ${mount_flags:-(no flags)} (MOUNTBENCH_MOUNT_FLAGS); mount.passthrough ${AVFS_MOUNT_PASSTHROUGH:-true (the default)} (AVFS_MOUNT_PASSTHROUGH)"
+wake_param=/sys/module/fuse/parameters/wake_here
+if [ -r "$wake_param" ]; then
+	echo "         fuse wake_here $(cat "$wake_param") before the first mount; mount.wake_here ${AVFS_MOUNT_WAKE_HERE:-true (the default)} (AVFS_MOUNT_WAKE_HERE)"
+else
+	echo "         this kernel's fuse module has no wake_here parameter"
+fi
 echo "tree:    $nfiles files, $tree_bytes bytes, in 100 directories (plus 11 parents)"
 if [ "$can_drop" = 1 ]; then
 	echo "cold:    page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before each cold read, both sides;"
