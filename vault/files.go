@@ -326,6 +326,9 @@ func (t *Tx) changeFile(op, p string, chain []*node, comps []string, newSize, ne
 		return err
 	}
 	n.mtime, n.ctime = t.now, t.now
+	if t.modified != 0 {
+		n.mtime = t.modified
+	}
 	t.v.bytes += n.size - oldSize
 	if err := t.updateNode(n); err != nil {
 		return err

@@ -64,6 +64,18 @@ func (t *Tx) AtTime(at time.Time, fn func() error) error {
 	return fn()
 }
 
+// AtTimes is AtTime, except that the content fn writes or cuts records
+// mtime, not at, as the file's modification time (at stays its change
+// time). A caller that commits a file's writes after later changes to it
+// (a link, a chmod) records when the last write was made, as the kernel
+// was shown, and the later change time.
+func (t *Tx) AtTimes(at, mtime time.Time, fn func() error) error {
+	saved := t.modified
+	t.modified = mtime.UnixNano()
+	defer func() { t.modified = saved }()
+	return t.AtTime(at, fn)
+}
+
 // AsOwner runs fn with uid and gid as the owner of every entry fn creates
 // (in a setgid directory the directory's group, see Inherit). A file
 // system creates entries as the calling process.

@@ -94,6 +94,9 @@ type Tx struct {
 	// get NoOwner.
 	owner    [2]int64
 	hasOwner bool
+	// modified, if not 0, is the modification time content changes
+	// record instead of now (AtTimes).
+	modified int64
 	// wc keeps the chains of directories walked in this transaction
 	// (walk.go).
 	wc *walkCache

@@ -213,10 +213,10 @@ func (d *fileData) read(dest []byte, off int64, fetch func(buf []byte, off int64
 }
 
 // committed records that the vault now holds the logical content.
-func (d *fileData) committed(mtime int64) {
+func (d *fileData) committed(mtime, ctime int64) {
 	d.base, d.vsize = d.size, d.size
 	d.exts, d.dirtyBytes = nil, 0
-	d.vmtime, d.vctime = mtime, mtime
+	d.vmtime, d.vctime = mtime, ctime
 }
 
 // whole reports whether d is a new file written from the start: its

@@ -1,5 +1,29 @@
 package tree
 
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/avfs/avfs/vault"
+)
+
+// testVault creates vault default/v with quota q in a fresh store, closed
+// when the test ends.
+func testVault(t *testing.T, q vault.Quota) *vault.Vault {
+	t.Helper()
+	ctx := context.Background()
+	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Create(ctx, "default", "v", q, vault.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	return s.Vault("default", "v")
+}
+
 func pattern(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {

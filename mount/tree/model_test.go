@@ -584,16 +584,8 @@ func (st *treeState) steps(rt *rapid.T) {
 // close reports EFBIG, and the vault and the tree keep the old content.
 func TestFileSizeFoundAtCommit(t *testing.T) {
 	ctx := context.Background()
-	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	one := int64(1)
-	if _, err := s.Create(ctx, "default", "v", vault.Quota{MaxFileSizeMB: &one}, vault.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	v := s.Vault("default", "v")
+	v := testVault(t, vault.Quota{MaxFileSizeMB: &one})
 	if _, err := v.WriteFile(ctx, "/f", []byte("old content"), vault.WriteOptions{}, vault.Meta{}); err != nil {
 		t.Fatal(err)
 	}

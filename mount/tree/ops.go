@@ -572,7 +572,7 @@ func (t *Tree) linkTmp(ctx context.Context, c, d *Entry, newName string) (*Entry
 	if err != nil {
 		return nil, t.errno("link", np, err)
 	}
-	t.account(fd, func() { fd.committed(st.Mtime.UnixNano()) })
+	t.account(fd, func() { fd.committed(st.Mtime.UnixNano(), st.Ctime.UnixNano()) })
 	fd.orphan, fd.orphanData = false, nil
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -824,7 +824,15 @@ func (t *Tree) queueContentLocked(e *Entry, d *fileData) bool {
 	if errno != 0 {
 		return false
 	}
-	now := time.Now()
+	// The file keeps the times the kernel was shown: its last write's
+	// as its modification time, and as its change time that of a
+	// change answered since (a link, a chmod: the kernel may send this
+	// close late), whose queued op records the same; the close itself
+	// changes neither.
+	t.mu.Lock()
+	mtime, ctime := time.Unix(0, e.mtime), time.Unix(0, max(e.mtime, e.ctime))
+	changedSince := e.ctime > e.mtime
+	t.mu.Unlock()
 	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
 	t.q.mu.Lock()
 	attached := false
@@ -834,16 +842,19 @@ func (t *Tree) queueContentLocked(e *Entry, d *fileData) bool {
 				// Created with this content, at the time the
 				// kernel was shown for the create (as a commit
 				// of a fresh file does).
-				op.data, now, attached = d.exts[0].data, op.at, true
+				op.data, mtime, attached = d.exts[0].data, op.at, true
+				if !changedSince {
+					ctime = op.at
+				}
 				break
 			}
 		}
 	}
 	t.q.mu.Unlock()
 	if !attached {
-		t.enqueue(change{op: opContent, from: p, at: now, content: snap})
+		t.enqueue(change{op: opContent, from: p, at: ctime, modified: mtime, content: snap})
 	}
-	t.committedLocked(e, d, now)
+	t.committedLocked(e, d, mtime, ctime)
 	return true
 }
 
@@ -895,16 +906,16 @@ func (t *Tree) commitLocked(ctx context.Context, e *Entry, d *fileData, extra fu
 		return fmt.Errorf("commit %s: %w", p, err)
 	}
 	if content {
-		t.committedLocked(e, d, now)
+		t.committedLocked(e, d, now, now)
 	}
 	return nil
 }
 
 // committedLocked records that d's buffered changes are the file's
-// content as of now, committed or queued: they are cached, the buffer is
-// empty, and the kernel learns the mtime the vault records. Caller holds
-// d.mu.
-func (t *Tree) committedLocked(e *Entry, d *fileData, now time.Time) {
+// content, committed or queued with modification time mtime and change
+// time ctime: they are cached, the buffer is empty, and the kernel learns
+// the times the vault records. Caller holds d.mu.
+func (t *Tree) committedLocked(e *Entry, d *fileData, mtime, ctime time.Time) {
 	t.mu.Lock()
 	if data := d.contentAfter(t.cachedLocked(e)); data != nil {
 		t.cacheLocked(e, data)
@@ -912,12 +923,13 @@ func (t *Tree) committedLocked(e *Entry, d *fileData, now time.Time) {
 		t.uncacheLocked(e)
 	}
 	t.mu.Unlock()
-	t.account(d, func() { d.committed(now.UnixNano()) })
+	t.account(d, func() { d.committed(mtime.UnixNano(), ctime.UnixNano()) })
 	t.mu.Lock()
 	e.size = d.size
-	e.mtime, e.ctime = now.UnixNano(), now.UnixNano()
+	moved := e.mtime != mtime.UnixNano() || e.ctime != ctime.UnixNano()
+	e.mtime, e.ctime = mtime.UnixNano(), ctime.UnixNano()
 	t.setDirtyLocked(e, d, false)
-	shown := d.shown
+	shown := d.shown && moved
 	d.shown = false
 	t.mu.Unlock()
 	if shown {

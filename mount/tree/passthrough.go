@@ -336,7 +336,7 @@ func (t *Tree) commitBackedLocked(ctx context.Context, e *Entry, d *fileData, ex
 		d.backingSync = s
 		t.uncacheLocked(e)
 		t.mu.Unlock()
-		t.committedLocked(e, d, now)
+		t.committedLocked(e, d, now, now)
 		t.mu.Lock()
 		e.key, e.keySize, e.keyMtime, e.keyCtime = key, s.size, e.mtime, e.ctime
 		if d.backingWriters > 0 {

@@ -40,7 +40,10 @@ type change struct {
 	attrs     vault.Attrs    // of a setattr
 	// at is when the mount answered the change, the time the kernel
 	// was shown for the entries it touched; the vault records the same.
-	at time.Time
+	// A close's content (opContent) records modified, when the last
+	// write was answered, as the file's modification time, and at, its
+	// latest change, as its change time.
+	at, modified time.Time
 	// A create: the kind, and the inode number already given to the
 	// kernel, reserved in the vault (Mount.inos); e is the mount's entry.
 	kind     vault.Kind
@@ -76,8 +79,11 @@ func (c change) String() string {
 }
 
 func (c change) apply(tx *vault.Tx) error {
-	if c.at.IsZero() {
+	switch {
+	case c.at.IsZero():
 		return c.applyNow(tx)
+	case !c.modified.IsZero():
+		return tx.AtTimes(c.at, c.modified, func() error { return c.applyNow(tx) })
 	}
 	return tx.AtTime(c.at, func() error { return c.applyNow(tx) })
 }

@@ -3,7 +3,6 @@ package tree
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -18,15 +17,7 @@ import (
 // read on its own.
 func TestReadAhead(t *testing.T) {
 	ctx := context.Background()
-	s, err := vault.Open(ctx, filepath.Join(t.TempDir(), "store.db"), vault.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Create(ctx, "default", "v", vault.Quota{}, vault.Meta{}); err != nil {
-		t.Fatal(err)
-	}
-	v := s.Vault("default", "v")
+	v := testVault(t, vault.Quota{})
 	names := []string{"a", "b", "c", "d", "e", "f", "g"}
 	content := map[string]string{}
 	for i, n := range names {
