@@ -152,6 +152,11 @@ func (t *Tx) createAt(op, p string, parent []*node, pcomps []string, name string
 		}
 	}
 	n.ino, n.mtime, n.ctime = t.newIno(), mtime, t.now
+	if t.modified != 0 && n.kind == KindFile {
+		// Created with content written at t.modified (AtTimes): the
+		// file's times are its content's; its directory's stay t.now.
+		n.mtime, n.ctime = t.modified, t.modified
+	}
 	if n.atime == 0 {
 		n.atime = t.now
 	}

@@ -66,9 +66,10 @@ func (t *Tx) AtTime(at time.Time, fn func() error) error {
 
 // AtTimes is AtTime, except that the content fn writes or cuts records
 // mtime, not at, as the file's modification time (at stays its change
-// time). A caller that commits a file's writes after later changes to it
-// (a link, a chmod) records when the last write was made, as the kernel
-// was shown, and the later change time.
+// time), and a file fn creates gets mtime as both its times (its
+// directory gets at). A caller that commits a file's writes after later
+// changes to it (a link, a chmod) records when the last write was made,
+// as the kernel was shown, and the later change time.
 func (t *Tx) AtTimes(at, mtime time.Time, fn func() error) error {
 	saved := t.modified
 	t.modified = mtime.UnixNano()

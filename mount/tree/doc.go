@@ -40,8 +40,11 @@
 //     content when it is closed, and a file written from the start is
 //     created with that content in one vault write. Each queued change is
 //     recorded with the time the tree answered it (vault.Tx.AtTime), so
-//     the vault holds the times the caller was shown. A file created and
-//     closed with nothing written commits its create at close.
+//     the vault holds the times the caller was shown. A file's content,
+//     queued or committed, keeps its last write's modification time and
+//     the change time last shown (vault.Tx.AtTimes): a close or a commit
+//     moves no time. A file created and closed with nothing written
+//     commits its create at close.
 //   - The committed content of small files (up to 1 MiB, 64 MiB in all,
 //     least recently used out) stays in memory after a read or a commit.
 //     From the second file of a directory read from the vault, one query

@@ -829,23 +829,18 @@ func (t *Tree) queueContentLocked(e *Entry, d *fileData) bool {
 	// change answered since (a link, a chmod: the kernel may send this
 	// close late), whose queued op records the same; the close itself
 	// changes neither.
-	t.mu.Lock()
-	mtime, ctime := time.Unix(0, e.mtime), time.Unix(0, max(e.mtime, e.ctime))
-	changedSince := e.ctime > e.mtime
-	t.mu.Unlock()
+	mtime, ctime := t.shownTimes(e)
 	snap := &fileData{size: d.size, base: d.base, vsize: d.vsize, exts: d.exts}
 	t.q.mu.Lock()
 	attached := false
 	if d.whole() && !timesSetAfterCreate(t.q.ops, e) {
 		for i := range t.q.ops {
-			if op := &t.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil {
-				// Created with this content, at the time the
-				// kernel was shown for the create (as a commit
-				// of a fresh file does).
-				op.data, mtime, attached = d.exts[0].data, op.at, true
-				if !changedSince {
-					ctime = op.at
-				}
+			if op := &t.q.ops[i]; op.op == opCreate && op.e == e && op.data == nil && op.takesContent() {
+				// Created with this content: at the time the
+				// kernel was shown for the create, the file
+				// itself at its last write's (as a commit of a
+				// fresh file is).
+				op.data, op.modified, attached = d.exts[0].data, mtime, true
 				break
 			}
 		}
@@ -874,22 +869,23 @@ func (t *Tree) commitLocked(ctx context.Context, e *Entry, d *fileData, extra fu
 	if errno != 0 {
 		return errno
 	}
+	// The content keeps the times the kernel was shown for it: a
+	// commit moves neither.
+	var mtime, ctime time.Time
 	var f fresh
-	if content && d.whole() {
-		// A new file written from the start, as most are: if its
-		// create is still queued, it is made with this content.
-		f = fresh{e: e, data: d.exts[0].data}
+	if content {
+		mtime, ctime = t.shownTimes(e)
+		if d.whole() {
+			// A new file written from the start, as most are: if
+			// its create is still queued, it is made with this
+			// content.
+			f = fresh{e: e, data: d.exts[0].data, modified: mtime}
+		}
 	}
-	var now time.Time
 	contentErr := false
 	err := t.updateFresh(ctx, f, func(tx *vault.Tx, wrote time.Time) error {
-		now = tx.Time()
-		if content && !wrote.IsZero() {
-			// Created with its content, at the time the kernel
-			// was shown for the create.
-			now = wrote
-		} else if content {
-			if err := d.apply(tx, p); err != nil {
+		if content && wrote.IsZero() {
+			if err := tx.AtTimes(ctime, mtime, func() error { return d.apply(tx, p) }); err != nil {
 				contentErr = true
 				return err
 			}
@@ -906,9 +902,19 @@ func (t *Tree) commitLocked(ctx context.Context, e *Entry, d *fileData, extra fu
 		return fmt.Errorf("commit %s: %w", p, err)
 	}
 	if content {
-		t.committedLocked(e, d, now, now)
+		t.committedLocked(e, d, mtime, ctime)
 	}
 	return nil
+}
+
+// shownTimes returns the modification and change times the kernel was
+// shown for file e with buffered writes: its last write's, and the
+// change time of a change answered since (a link, a chmod), whose queued
+// op records the same.
+func (t *Tree) shownTimes(e *Entry) (mtime, ctime time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Unix(0, e.mtime), time.Unix(0, max(e.mtime, e.ctime))
 }
 
 // committedLocked records that d's buffered changes are the file's

@@ -40,9 +40,8 @@ type change struct {
 	attrs     vault.Attrs    // of a setattr
 	// at is when the mount answered the change, the time the kernel
 	// was shown for the entries it touched; the vault records the same.
-	// A close's content (opContent) records modified, when the last
-	// write was answered, as the file's modification time, and at, its
-	// latest change, as its change time.
+	// A close's content (opContent), or a create made with it, records
+	// modified, when its last write was answered (vault.Tx.AtTimes).
 	at, modified time.Time
 	// A create: the kind, and the inode number already given to the
 	// kernel, reserved in the vault (Mount.inos); e is the mount's entry.
@@ -88,9 +87,17 @@ func (c change) apply(tx *vault.Tx) error {
 	return tx.AtTime(c.at, func() error { return c.applyNow(tx) })
 }
 
-// applyWith applies a create of a file with its first content.
-func (c change) applyWith(tx *vault.Tx, data []byte) error {
-	return tx.AtTime(c.at, func() error {
+// takesContent reports whether a create may be made with the file's
+// first content, the file then getting the content's times. Not one
+// with mode 0: the vault reads that as its default, and createIn sets
+// it again after the create, which would give the file the create's
+// change time.
+func (c change) takesContent() bool { return c.mode == nil || *c.mode != 0 }
+
+// applyWith applies a create of a file with its first content, last
+// written at modified.
+func (c change) applyWith(tx *vault.Tx, data []byte, modified time.Time) error {
+	return tx.AtTimes(c.at, modified, func() error {
 		return c.create(tx, data)
 	})
 }
@@ -317,6 +324,8 @@ func (t *Tree) update(ctx context.Context, fn func(tx *vault.Tx) error) error {
 type fresh struct {
 	e    *Entry
 	data []byte
+	// modified is when data was last written.
+	modified time.Time
 }
 
 // freshError marks the failure of a create made with its content (a
@@ -375,8 +384,8 @@ func (t *Tree) updateFresh(ctx context.Context, f fresh, fn func(tx *vault.Tx, w
 			reserved, seq = inoPool{}, tx.Seq()
 			var wrote time.Time
 			for _, op := range ops {
-				if f.e != nil && op.op == opCreate && op.e == f.e {
-					if err := op.applyWith(tx, f.data); err != nil {
+				if f.e != nil && op.op == opCreate && op.e == f.e && op.takesContent() {
+					if err := op.applyWith(tx, f.data, f.modified); err != nil {
 						return &freshError{fmt.Errorf("%s: %w", op, err)}
 					}
 					wrote = op.at
