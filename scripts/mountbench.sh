@@ -713,36 +713,44 @@ declare -A label=(
 [ "$can_drop" = 1 ] || label[cold]="read of $nfiles files (cat; native side warm: no drop_caches)"
 
 echo
-echo "medians of $runs runs per workload and side (seconds, wall)"
+echo "medians of $runs runs per workload and side (seconds, wall); the last column divides the"
+echo "mount's median by the fastest native run: this VM's disk slows down under sustained writes"
+echo "(native git 0.3 s in a first run, 1-2 s in later ones), which the native medians then carry"
 echo
-fmt='| %-44s | %9s | %9s | %14s |\n'
-printf "$fmt" "workload" "native s" "mount s" "mount ÷ native"
-printf "$fmt" "---" "---:" "---:" "---:"
-ratios=() all_ratios=() over=()
+fmt='| %-44s | %9s | %9s | %14s | %16s |\n'
+printf "$fmt" "workload" "native s" "mount s" "mount ÷ native" "÷ fastest native"
+printf "$fmt" "---" "---:" "---:" "---:" "---:"
+ratios=() all_ratios=() over=() fast_ratios=() fast_over=()
 for w in "${names[@]}"; do
-	[ -n "${res[native/$w]:-}" ] || { printf "$fmt" "${label[$w]}" "n/a" "n/a" "skipped"; continue; }
+	[ -n "${res[native/$w]:-}" ] || { printf "$fmt" "${label[$w]}" "n/a" "n/a" "skipped" ""; continue; }
 	# shellcheck disable=SC2086
 	nm=$(median ${res[native/$w]})
 	# shellcheck disable=SC2086
+	nf=$(printf '%s\n' ${res[native/$w]} | sort -n | head -1)
+	# shellcheck disable=SC2086
 	mm=$(median ${res[mount/$w]})
-	q=$(ratio "$mm" "$nm")
-	printf "$fmt" "${label[$w]}" "$(sec "$nm")" "$(sec "$mm")" "$q"
+	q=$(ratio "$mm" "$nm") qf=$(ratio "$mm" "$nf")
+	printf "$fmt" "${label[$w]}" "$(sec "$nm")" "$(sec "$mm")" "$q" "$qf"
 	all_ratios+=("$q")
 	if [ "$w" = write500 ] || [ "$w" = cold4k ] || [ "$w" = npm ]; then
 		if awk -v q="$q" 'BEGIN { exit !(q > 2.5) }'; then over+=("$w ${q}×"); fi
 	elif [ "$w" != cp ]; then
-		ratios+=("$q")
+		ratios+=("$q") fast_ratios+=("$qf")
 		if awk -v q="$q" 'BEGIN { exit !(q > 2.5) }'; then over+=("$w ${q}×"); fi
+		if awk -v q="$qf" 'BEGIN { exit !(q > 2.5) }'; then fast_over+=("$w ${qf}×"); fi
 	fi
 done
 geo() { printf '%s\n' "$@" | awk 'NF { s += log($1); n++ } END { if (n) printf "%.2f", exp(s / n); else printf "n/a" }'; }
-gm=$(geo "${ratios[@]}")
-printf "$fmt" "**geometric mean, ${#ratios[@]} workloads**" "" "" "**$gm**"
-printf "$fmt" "geometric mean of every row (cp -r in, #11's rows)" "" "" "$(geo "${all_ratios[@]}")"
+gm=$(geo "${ratios[@]}") gmf=$(geo "${fast_ratios[@]}")
+printf "$fmt" "**geometric mean, ${#ratios[@]} workloads**" "" "" "**$gm**" "**$gmf**"
+printf "$fmt" "geometric mean of every row (cp -r in, #11's rows)" "" "" "$(geo "${all_ratios[@]}")" ""
 echo
 verdict=pass
 if [ "$gm" = n/a ]; then verdict=n/a; elif awk -v g="$gm" 'BEGIN { exit !(g > 1.5) }'; then verdict=miss; fi
 echo "target (DESIGN.md §2): geometric mean ≤ 1.5× → $verdict ($gm×); no workload over 2.5× → $([ ${#over[@]} = 0 ] && echo pass || (IFS=,; echo "miss: ${over[*]}" | sed 's/,/, /g'))"
+verdictf=pass
+if [ "$gmf" = n/a ]; then verdictf=n/a; elif awk -v g="$gmf" 'BEGIN { exit !(g > 1.5) }'; then verdictf=miss; fi
+echo "against the fastest native run: geometric mean ≤ 1.5× → $verdictf ($gmf×); no workload over 2.5× → $([ ${#fast_over[@]} = 0 ] && echo pass || (IFS=,; echo "miss: ${fast_over[*]}" | sed 's/,/, /g'))"
 
 if [ ${#reqs[@]} -gt 0 ]; then
 	echo
