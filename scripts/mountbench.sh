@@ -5,7 +5,9 @@
 # through a fresh `avfs mount` of a vault, plus the `avfs exec -- true`
 # overhead of DESIGN.md §7 (through the CLI: exec keeper, one-shot, with
 # avfs serve; and in-process). Prints a table (median of MOUNTBENCH_REPS runs per workload
-# and side), the ratios and their geometric mean. Nothing is written into
+# and side), the ratios and their geometric mean, also against the fastest
+# native run (native times on a busy disk grow from run to run; the
+# mount's own figures are steadier). Nothing is written into
 # the repository; everything lives in one temporary directory that is
 # removed on exit, after every mount this script made is unmounted.
 #
