@@ -307,7 +307,6 @@ func defaults(v *viper.Viper) {
 	v.SetDefault("mount.passthrough", true)
 	v.SetDefault("mount.content_cache_mb", 4096)
 	v.SetDefault("mount.wake_here", true)
-	v.SetDefault("mount.wake_here", true)
 	v.SetDefault("runtime.memory_limit_mb", 0)
 }
 

@@ -39,7 +39,7 @@ func WakeServersHere(log *slog.Logger) {
 		changed, err := setParam(wakeHereParam, "Y")
 		switch {
 		case err != nil:
-			log.Info("fuse: wake_here left as it is", "err", err)
+			log.Info("fuse: wake_here left as it is", keyErr, err)
 		case changed:
 			log.Info("fuse: wake_here set to Y: the kernel wakes a mount's server on the CPU of the request (every FUSE mount of this machine; mount.wake_here=false leaves it alone)")
 		}
