@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/avfs/avfs/vault"
 )
@@ -22,6 +23,31 @@ func testVault(t *testing.T, q vault.Quota) *vault.Vault {
 		t.Fatal(err)
 	}
 	return s.Vault("default", "v")
+}
+
+// testTree opens a tree on v with o, closed when the test ends.
+func testTree(t *testing.T, v *vault.Vault, o Options) *Tree {
+	t.Helper()
+	tr, err := New(context.Background(), v, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// clockPast waits until the clock reads at least a millisecond past
+// stamp (Unix nanoseconds), so that what the test does next gets a
+// later time than what it did before, on any clock granularity.
+func clockPast(t *testing.T, stamp int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().UnixNano() < stamp+int64(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the clock did not pass %d within a second", stamp)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 func pattern(n int) []byte {

@@ -589,11 +589,7 @@ func TestFileSizeFoundAtCommit(t *testing.T) {
 	if _, err := v.WriteFile(ctx, "/f", []byte("old content"), vault.WriteOptions{}, vault.Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(ctx, v, Options{Poll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := testTree(t, v, Options{Poll: -1})
 	e, errno := tr.Lookup(ctx, tr.Root(), "f")
 	if errno != 0 {
 		t.Fatal(errno)

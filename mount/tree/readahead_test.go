@@ -29,11 +29,7 @@ func TestReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr, err := New(ctx, v, Options{Poll: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := testTree(t, v, Options{Poll: -1})
 	d, errno := tr.Lookup(ctx, tr.Root(), "d")
 	if errno != 0 {
 		t.Fatal(errno)

@@ -20,11 +20,7 @@ func TestLateCloseKeepsTheShownTimes(t *testing.T) {
 	if _, err := v.WriteFile(ctx, "/f", []byte("old"), vault.WriteOptions{}, vault.Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(ctx, v, Options{Poll: -1, QueueCloses: true, FlushDelay: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr := testTree(t, v, Options{Poll: -1, QueueCloses: true, FlushDelay: time.Hour})
 	e, errno := tr.Lookup(ctx, tr.Root(), "f")
 	if errno != 0 {
 		t.Fatal(errno)
@@ -37,7 +33,7 @@ func TestLateCloseKeepsTheShownTimes(t *testing.T) {
 		t.Fatal(errno)
 	}
 	written := tr.Stat(e)
-	time.Sleep(2 * time.Millisecond)
+	clockPast(t, written.Mtime)
 	if _, errno := tr.Link(ctx, e.ino, RootIno, "g"); errno != 0 {
 		t.Fatal(errno)
 	}
@@ -45,7 +41,7 @@ func TestLateCloseKeepsTheShownTimes(t *testing.T) {
 	if linked.Ctime <= written.Mtime || linked.Mtime != written.Mtime {
 		t.Fatalf("after the link: mtime %d ctime %d; written at %d", linked.Mtime, linked.Ctime, written.Mtime)
 	}
-	time.Sleep(2 * time.Millisecond)
+	clockPast(t, linked.Ctime)
 	tr.Release(ctx, f)
 
 	if got := tr.Stat(e); got.Mtime != written.Mtime || got.Ctime != linked.Ctime {
@@ -74,52 +70,50 @@ func TestLateCloseKeepsTheShownTimes(t *testing.T) {
 // shown, and its directory the time of the create. Both when the close
 // queues the content and when it commits it (a vault with a quota).
 func TestNewFileKeepsItsWriteTime(t *testing.T) {
-	for _, q := range []vault.Quota{{}, {MaxFiles: ptr(int64(100))}} {
-		ctx := context.Background()
-		v := testVault(t, q)
-		tr, err := New(ctx, v, Options{Poll: -1, QueueCloses: true, FlushDelay: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, errno := tr.Create(ctx, RootIno, "f", Spec{Kind: vault.KindFile, Perm: 0o644})
-		if errno != 0 {
-			t.Fatal(errno)
-		}
-		created := tr.Stat(tr.Root())
-		f, _, errno := tr.Open(ctx, e, syscall.O_WRONLY)
-		if errno != 0 {
-			t.Fatal(errno)
-		}
-		time.Sleep(2 * time.Millisecond)
-		if errno := tr.Write(ctx, f, []byte("content"), 0); errno != 0 {
-			t.Fatal(errno)
-		}
-		written := tr.Stat(e)
-		if errno := tr.Flush(ctx, f); errno != 0 {
-			t.Fatal(errno)
-		}
-		tr.Release(ctx, f)
-		if got := tr.Stat(e); got.Mtime != written.Mtime || got.Ctime != written.Ctime {
-			t.Errorf("quota %+v: the tree after the close: mtime %d ctime %d, want %d", q, got.Mtime, got.Ctime, written.Mtime)
-		}
-		if err := tr.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		st, err := v.Stat(ctx, "/f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Mtime.UnixNano() != written.Mtime || st.Ctime.UnixNano() != written.Mtime {
-			t.Errorf("quota %+v: vault /f: mtime %d ctime %d, want the write's %d (created at %d)", q, st.Mtime.UnixNano(), st.Ctime.UnixNano(), written.Mtime, created.Mtime)
-		}
-		root, err := v.Stat(ctx, "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if root.Mtime.UnixNano() != created.Mtime {
-			t.Errorf("quota %+v: vault /: mtime %d, want the create's %d", q, root.Mtime.UnixNano(), created.Mtime)
-		}
-		tr.Close()
+	for name, q := range map[string]vault.Quota{"no quota": {}, "a quota": {MaxFiles: ptr(int64(100))}} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			v := testVault(t, q)
+			tr := testTree(t, v, Options{Poll: -1, QueueCloses: true, FlushDelay: time.Hour})
+			e, errno := tr.Create(ctx, RootIno, "f", Spec{Kind: vault.KindFile, Perm: 0o644})
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			created := tr.Stat(tr.Root())
+			f, _, errno := tr.Open(ctx, e, syscall.O_WRONLY)
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			clockPast(t, created.Mtime)
+			if errno := tr.Write(ctx, f, []byte("content"), 0); errno != 0 {
+				t.Fatal(errno)
+			}
+			written := tr.Stat(e)
+			if errno := tr.Flush(ctx, f); errno != 0 {
+				t.Fatal(errno)
+			}
+			tr.Release(ctx, f)
+			if got := tr.Stat(e); got.Mtime != written.Mtime || got.Ctime != written.Ctime {
+				t.Errorf("the tree after the close: mtime %d ctime %d, want %d", got.Mtime, got.Ctime, written.Mtime)
+			}
+			if err := tr.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := v.Stat(ctx, "/f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mtime.UnixNano() != written.Mtime || st.Ctime.UnixNano() != written.Mtime {
+				t.Errorf("vault /f: mtime %d ctime %d, want the write's %d (created at %d)", st.Mtime.UnixNano(), st.Ctime.UnixNano(), written.Mtime, created.Mtime)
+			}
+			root, err := v.Stat(ctx, "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if root.Mtime.UnixNano() != created.Mtime {
+				t.Errorf("vault /: mtime %d, want the create's %d", root.Mtime.UnixNano(), created.Mtime)
+			}
+		})
 	}
 }
 
