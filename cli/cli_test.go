@@ -297,3 +297,18 @@ func TestAttemptsRun(t *testing.T) {
 		t.Fatalf("--count 2: exit %d %s", code, out)
 	}
 }
+
+// A home given relative to the working directory (--home ./h) works
+// for exec, whose mount point and sandbox need absolute paths.
+func TestExecWithRelativeHome(t *testing.T) {
+	e := newEnv(t)
+	t.Chdir(t.TempDir())
+	e.ok("--home", "h", "vault", "create", "x")
+	out, _, code := e.run("", "--home", "h", "exec", "--vault", "x", "--json", "--", "sh", "-c", "echo hi > f")
+	if code != 0 || !strings.Contains(out, `"status":"completed"`) {
+		t.Fatalf("exec with --home h: exit %d\n%s", code, out)
+	}
+	if got := e.ok("--home", "h", "cat", "--vault", "x", "--json", "/f"); got["content"] != "hi\n" {
+		t.Fatalf("cat /f after the exec: %v", got)
+	}
+}

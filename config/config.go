@@ -354,6 +354,16 @@ func Load(flags *pflag.FlagSet) (*Config, *viper.Viper, error) {
 	if c.Home == "" {
 		c.Home = DefaultHome()
 	}
+	// A relative home (--home ./h) is resolved once, here: exec's mount
+	// points, the sandbox's binds and the exec keeper (a process of its
+	// own, started elsewhere) need paths that do not depend on the
+	// working directory.
+	home, err := filepath.Abs(c.Home)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: home %q: %w", c.Home, err)
+	}
+	c.Home = home
+	v.Set("home", home)
 	return &c, v, nil
 }
 

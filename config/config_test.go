@@ -104,3 +104,19 @@ func TestFleetTimings(t *testing.T) {
 		t.Errorf("a fast fleet's timings refused: %v", err)
 	}
 }
+
+// A relative home is where the working directory says, as an absolute
+// path: exec's mounts and the keeper need one.
+func TestRelativeHomeIsMadeAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("AVFS_HOME", "h")
+	c, v, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "h")
+	if c.Home != want || Show(v)["home"] != want || c.StorePath() != filepath.Join(want, "store.db") {
+		t.Fatalf("home %q, shown %v, store %q; want %q", c.Home, Show(v)["home"], c.StorePath(), want)
+	}
+}
