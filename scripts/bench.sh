@@ -257,6 +257,11 @@ echo "raw (µs): grep ${g_t[*]} | grep -r ${gg_t[*]} | search ${s_t[*]} | find $
 echo
 "$root/scripts/mountbench.sh"
 
+# The mount's write workloads beside go-fuse's loopback over tmpfs, what
+# FUSE costs by itself (decisions §48), about 30 seconds.
+echo
+"$root/scripts/fusefloor.sh"
+
 # Parallel attempts (DESIGN.md §7): 8 forks running `go test` against 8
 # native directories.
 echo
