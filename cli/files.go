@@ -18,6 +18,7 @@ import (
 	"github.com/avfs/avfs/config"
 	"github.com/avfs/avfs/handler"
 	"github.com/avfs/avfs/messages"
+	"github.com/avfs/avfs/vault"
 )
 
 func toErr(err error) *messages.Error { return handler.ToError(err) }
@@ -431,7 +432,7 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			mt, _ := time.Parse(time.RFC3339Nano, f.Mtime)
 			switch f.Type {
 			case "dir":
-				if err := os.MkdirAll(hp, 0o755); err != nil {
+				if err := vault.HostDirAt(hp); err != nil {
 					return err
 				}
 				os.Chmod(hp, mode)
@@ -450,11 +451,9 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 			default:
 				continue
 			}
-			if err := os.WriteFile(hp, f.Content, mode); err != nil {
+			if err := vault.WriteHostFile(hp, f.Content, mode, mt); err != nil {
 				return err
 			}
-			os.Chmod(hp, mode)
-			os.Chtimes(hp, mt, mt)
 			total.Files++
 			total.Bytes += int64(len(f.Content))
 			prog.add(1, int64(len(f.Content)))

@@ -255,3 +255,39 @@ func TestLargeContentThroughFleet(t *testing.T) {
 		t.Fatalf("import from a host path: want INVALID_ARGUMENT, got %v", err)
 	}
 }
+
+// An export through a fleet into a directory that holds an earlier
+// export replaces the symlinks the vault's content put there instead of
+// writing through them, as the in-process export does.
+func TestExportThroughFleetFollowsNoSymlink(t *testing.T) {
+	f := startFleet(t)
+	f.addWorker("w1")
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("host's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The symlinks come in with an import of a host tree that has them.
+	src := t.TempDir()
+	if err := errors.Join(os.Symlink(victim, filepath.Join(src, "x")), os.Symlink(outside, filepath.Join(src, "d"))); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	f.cliProc(nil, io.Discard, "vault", "create", "v")
+	f.cliProc(nil, io.Discard, "--vault", "v", "import", src, "/")
+	f.cliProc(nil, io.Discard, "--vault", "v", "export", "/", out)
+	f.cliProc(nil, io.Discard, "--vault", "v", "rm", "/x")
+	f.cliProc(nil, io.Discard, "--vault", "v", "rm", "/d")
+	f.cliProc(strings.NewReader("vault's\n"), io.Discard, "--vault", "v", "write", "/x")
+	f.cliProc(strings.NewReader("vault's\n"), io.Discard, "--vault", "v", "write", "-p", "/d/planted")
+	f.cliProc(nil, io.Discard, "--vault", "v", "export", "/", out)
+	if b, _ := os.ReadFile(victim); string(b) != "host's\n" {
+		t.Fatalf("export wrote through the symlink /x: the host file holds %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "planted")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("export wrote through the symlink /d into %s: %v", outside, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "d", "planted")); err != nil || string(b) != "vault's\n" {
+		t.Fatalf("d/planted after the second export: %q %v", b, err)
+	}
+}

@@ -425,14 +425,7 @@ func (t *Tx) exportTree(ctx context.Context, root int64, hostDir string) (HostDi
 		go func() {
 			defer wg.Done()
 			for f := range files {
-				err := os.WriteFile(f.p, f.data, f.mode)
-				if err == nil {
-					err = os.Chmod(f.p, f.mode) // an existing file keeps its mode otherwise
-				}
-				if err == nil {
-					err = os.Chtimes(f.p, f.mtime, f.mtime)
-				}
-				if err != nil {
+				if err := WriteHostFile(f.p, f.data, f.mode, f.mtime); err != nil {
 					errMu.Lock()
 					werr = cmp.Or(werr, err)
 					errMu.Unlock()
@@ -472,7 +465,7 @@ func (t *Tx) exportTree(ctx context.Context, root int64, hostDir string) (HostDi
 			mt := time.Unix(0, n.mtime)
 			switch n.kind {
 			case KindDir:
-				if err := os.MkdirAll(p, 0o755); err != nil {
+				if err := HostDirAt(p); err != nil {
 					return err
 				}
 				dirs = append(dirs, dirTime{p, fs.FileMode(n.mode), mt})
@@ -515,4 +508,52 @@ func (t *Tx) exportTree(ctx context.Context, root int64, hostDir string) (HostDi
 		os.Chtimes(dirs[i].p, dirs[i].mtime, dirs[i].mtime)
 	}
 	return st, nil
+}
+
+// An export may go into a directory that holds an earlier export, whose
+// symlinks the vault's content chose: HostDirAt and WriteHostFile replace
+// whatever is not already a directory or a regular file instead of
+// following it, so that nothing is written outside the export.
+
+// HostDirAt makes the host path p a directory, keeping one that is there
+// and replacing anything else (a symlink is not followed).
+func HostDirAt(p string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return os.Mkdir(p, 0o755)
+}
+
+// WriteHostFile writes data to the host path p as a regular file with
+// mode and mtime, replacing anything else there (a symlink is not
+// followed).
+func WriteHostFile(p string, data []byte, mode fs.FileMode, mtime time.Time) error {
+	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	h, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|oNoFollow, mode)
+	if err != nil {
+		return err
+	}
+	_, err = h.Write(data)
+	if err == nil {
+		err = h.Chmod(mode) // an existing file keeps its mode otherwise
+	}
+	if cerr := h.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(p, mtime, mtime)
+	}
+	return err
 }

@@ -171,3 +171,50 @@ func TestImportDirFailingMidwayLeavesVaultAsItWas(t *testing.T) {
 		t.Fatalf("import of a missing host dir: %v, want ErrNotFound", err)
 	}
 }
+
+// An export into a directory that holds an earlier export never follows
+// the symlinks that export wrote: the vault's content (an agent's) decides
+// them, and a followed one would write anywhere on the host.
+func TestExportDirReplacesSymlinksInsteadOfFollowing(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	_, err := s.Create(ctx, "default", "a", Quota{}, Meta{})
+	must(t, err)
+	v := s.Vault("default", "a")
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	must(t, os.WriteFile(victim, []byte("host's\n"), 0o644))
+	must(t, v.Symlink(ctx, victim, "/x", Meta{}))
+	must(t, v.Symlink(ctx, outside, "/d", Meta{}))
+	out := t.TempDir()
+	_, err = v.ExportDir(ctx, "/", out)
+	must(t, err)
+
+	// Now the same names are a file and a directory.
+	must(t, v.Remove(ctx, "/x", RemoveOptions{}, Meta{}))
+	must(t, v.Remove(ctx, "/d", RemoveOptions{}, Meta{}))
+	_, err = v.WriteFile(ctx, "/x", []byte("vault's\n"), WriteOptions{}, Meta{})
+	must(t, err)
+	_, err = v.WriteFile(ctx, "/d/planted", []byte("vault's\n"), WriteOptions{Parents: true}, Meta{})
+	must(t, err)
+	_, err = v.ExportDir(ctx, "/", out)
+	must(t, err)
+
+	if b, _ := os.ReadFile(victim); string(b) != "host's\n" {
+		t.Fatalf("export wrote through the symlink /x: the host file now holds %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "planted")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("export wrote through the symlink /d into %s: %v", outside, err)
+	}
+	for p, want := range map[string]string{"x": "vault's\n", "d/planted": "vault's\n"} {
+		fi, err := os.Lstat(filepath.Join(out, p))
+		must(t, err)
+		b, _ := os.ReadFile(filepath.Join(out, p))
+		if !fi.Mode().IsRegular() || string(b) != want {
+			t.Fatalf("%s after the second export: mode %v, content %q", p, fi.Mode(), b)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(out, "d")); err != nil || !fi.IsDir() {
+		t.Fatalf("d after the second export: %v %v, want a directory", fi, err)
+	}
+}
