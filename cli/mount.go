@@ -81,7 +81,7 @@ store; it must run on this machine.`,
 		}),
 	}
 	c.Flags().BoolVar(&readonly, "readonly", false, "refuse every change with EROFS")
-	c.Flags().BoolVar(&queueCloses, "queue-closes", false, "in a vault without quotas, commit a closed file's content with the next burst of changes (within 20 ms) instead of before close returns, as exec's mounts do")
+	c.Flags().BoolVar(&queueCloses, "queue-closes", false, "commit changes (and, in a vault without quotas, closed files) in bursts within 20 ms instead of before each call returns, as exec's mounts do")
 	c.Flags().BoolVar(&allowOther, "allow-other", false, "let other users use the mount (root, or user_allow_other in /etc/fuse.conf); owners and modes are checked for every caller")
 	return c
 }

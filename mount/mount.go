@@ -67,15 +67,19 @@ type Options struct {
 	AttrTimeout     time.Duration
 	NegativeTimeout time.Duration
 
-	// QueueCloses makes a close (the last flush of a file, or its
-	// release) queue the file's buffered changes like a removal or a
-	// rename, in a vault without quotas, instead of committing them
-	// before close(2) returns: a burst of small files (cp -r, git's
-	// objects) then costs one transaction instead of one per file. The
-	// vault API sees the content within the queue's delay (20 ms) or at
+	// QueueCloses makes the mount answer changes before they are in the
+	// vault and commit them in bursts: removals, renames, creates,
+	// attribute changes and hard links, and, in a vault without quotas,
+	// a close (the last flush of a file, or its release) with the file's
+	// buffered changes. A burst of small files (cp -r, git's objects,
+	// rm -rf) then costs one transaction instead of one per file. The
+	// vault API sees the changes within the queue's delay (20 ms) or at
 	// Sync. A vault with a quota, which may refuse a commit, still
 	// commits at close, so close(2) reports the refusal. For mounts
 	// whose readers Sync first, as the worker does after each command.
+	// Without it every change is in the vault when its call returns (a
+	// file's create with its close), so another process's write, a
+	// restore say, is ordered after it; only access times are queued.
 	QueueCloses bool
 
 	// Poll is how often the mount reads the vault's change log for

@@ -561,7 +561,7 @@ func TestReadOnly(t *testing.T) {
 func TestQueuedChangesReachTheVault(t *testing.T) {
 	ctx := context.Background()
 	v := testVault(t, vault.Quota{})
-	m := mountVault(t, v, Options{})
+	m := mountVault(t, v, Options{QueueCloses: true})
 	dir := m.Dir()
 	if err := os.MkdirAll(filepath.Join(dir, "t/sub"), 0o755); err != nil {
 		t.Fatal(err)
@@ -598,6 +598,7 @@ func TestQueuedChangesReachTheVault(t *testing.T) {
 	// A change the vault refuses (made behind the mount's back, without
 	// Invalidate) makes the mount drop its caches and carry on.
 	writeFile(t, filepath.Join(dir, "victim"), "v")
+	syncMount(t, m)
 	if err := v.Remove(ctx, "/victim", vault.RemoveOptions{}, vault.Meta{}); err != nil {
 		t.Fatal(err)
 	}
@@ -626,6 +627,7 @@ func TestQueuedChangesReachTheVault(t *testing.T) {
 		}
 		return nil
 	})
+	syncMount(t, m)
 	if got := vaultFile(t, v, "/after"); got != "a" {
 		t.Fatalf("vault /after: got %q", got)
 	}

@@ -24,14 +24,19 @@
 //     quotas, which nothing can refuse, a close queues the file's changes
 //     instead, like a removal (Tree.commitLater), so a burst of closes
 //     costs one transaction; so is a hard link.
-//   - Removals, renames and chmod/utimens, which no quota can refuse, are
-//     checked against the in-memory tree, answered at once and queued; the
+//   - With Options.QueueCloses, removals, renames and chmod/utimens,
+//     which no quota can refuse, are checked against the in-memory tree,
+//     answered at once and queued; the
 //     queue rides on the next transaction, or is committed alone within
 //     Options.FlushDelay (20 ms), so rm -rf or git's renames cost a
 //     transaction per burst, not per file. Every vault read the tree makes
 //     commits the queue first (a read of file content or of a directory's
 //     first listing leaves access times alone queued, so a cold read of
 //     many files does not commit one per file).
+//     Without it they are committed before they are answered, so that a
+//     change the caller saw happen is in the vault before anything the
+//     caller does next (a restore through the API, say); access times
+//     stay queued, and a file's create waits for its close.
 //   - Creates of files and directories are queued the same way when the
 //     vault has no max_files quota (the one limit an empty entry can
 //     break): the inode number answered comes from a block the tree

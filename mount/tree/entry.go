@@ -50,7 +50,10 @@ type Entry struct {
 	dropCache bool // the kernel's pages may be wrong: the next open must not keep them
 	queued    bool // created through the mount, the create still in the queue
 
-	// children is a directory's complete listing, nil until loaded.
+	// children is a directory's complete listing, nil until loaded. A
+	// directory is loaded only below a loaded parent: a catch-up finds the
+	// directories to read again by walking down from the root
+	// (deepestLoadedLocked), and would miss one below an unloaded parent.
 	children map[string]*Entry
 	// negative holds names this directory answered ENOENT for, so that
 	// Invalidate can drop the kernel's negative dentries too.

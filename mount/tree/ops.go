@@ -89,10 +89,10 @@ func (t *Tree) create(ctx context.Context, dirIno uint64, name string, ns newSpe
 	}
 	now := st.Ctime
 	c := newEntry(st)
-	if kind == vault.KindDir {
-		c.children = map[string]*Entry{}
-	}
 	t.mu.Lock()
+	if kind == vault.KindDir && d.children != nil {
+		c.children = map[string]*Entry{} // see entry.children
+	}
 	t.addChildLocked(d, name, c, now)
 	t.mu.Unlock()
 	return c, 0
@@ -101,12 +101,14 @@ func (t *Tree) create(ctx context.Context, dirIno uint64, name string, ns newSpe
 // createQueued creates a file or directory in the entry cache and queues
 // it, after the checks the vault would make. It returns a nil entry and
 // no error when the create must be committed at once instead: a symlink,
-// a vault with a max_files quota (the one limit a create can break), a
-// name or path the vault should judge, or no reserved inode number left.
-// Caller holds t.nsMu exclusively.
+// a directory where closes are not queued (Options.QueueCloses off: a
+// file's create is committed by its close, before close returns), a vault
+// with a max_files quota (the one limit a create can break), a name or
+// path the vault should judge, or no reserved inode number left. Caller
+// holds t.nsMu exclusively.
 func (t *Tree) createQueued(ctx context.Context, d *Entry, p, name string, ns newSpec, mode iofs.FileMode, gid int64) (*Entry, syscall.Errno) {
 	kind := ns.kind
-	if (kind != vault.KindFile && kind != vault.KindDir) || t.maxFiles.Load() || len(p) > vault.MaxTreePathLen ||
+	if (kind != vault.KindFile && kind != vault.KindDir) || !t.queueCloses && kind != vault.KindFile || t.maxFiles.Load() || len(p) > vault.MaxTreePathLen ||
 		len(name) > vault.MaxNameLen || vault.ValidName(name) != nil {
 		return nil, 0
 	}
@@ -129,12 +131,12 @@ func (t *Tree) createQueued(ctx context.Context, d *Entry, p, name string, ns ne
 	}
 	c := newEntry(st)
 	c.queued = true
-	if kind == vault.KindDir {
-		c.children = map[string]*Entry{}
-	}
 	perm := vault.FileMode(ns.perm)
 	t.enqueue(change{op: opCreate, from: p, kind: kind, mode: &perm, uid: ns.uid, gid: ns.gid, ino: ino, e: c, at: now})
 	t.mu.Lock()
+	if kind == vault.KindDir && d.children != nil {
+		c.children = map[string]*Entry{} // see entry.children
+	}
 	t.addChildLocked(d, name, c, now)
 	t.mu.Unlock()
 	return c, 0
@@ -196,7 +198,7 @@ func (t *Tree) remove(ctx context.Context, dirIno uint64, name string, rmdir boo
 	if !t.otherNames(c) {
 		o = t.keepOpen(c)
 	}
-	if o.ready() {
+	if o.ready() && t.queueCloses {
 		now := time.Now()
 		if rmdir || !t.renameQueued(p, now) {
 			t.enqueue(change{op: opRemove, from: p, rmdir: rmdir, at: now})
@@ -282,7 +284,7 @@ func (t *Tree) rename(ctx context.Context, dirIno uint64, name string, newDirIno
 	if victim != nil && !t.otherNames(victim) {
 		o = t.keepOpen(victim)
 	}
-	if o.ready() {
+	if o.ready() && t.queueCloses {
 		now := time.Now()
 		t.enqueue(change{op: opRename, from: sp, to: dp, noReplace: noReplace, at: now})
 		o.done(true)
@@ -1281,7 +1283,15 @@ func (t *Tree) chattr(ctx context.Context, e *Entry, a vault.Attrs) syscall.Errn
 		defer d.mu.Unlock()
 	}
 	if d == nil || !d.dirty || d.orphan || d.stale || a.Mtime == nil {
-		return t.chattrQueued(e, d, a)
+		t.mu.Lock()
+		tmp := e.tmp
+		t.mu.Unlock()
+		if t.queueCloses || tmp || d != nil && (d.orphan || d.stale) {
+			return t.chattrQueued(e, d, a)
+		}
+		if d == nil || !d.dirty {
+			return t.chattrNow(ctx, e, d, a)
+		}
 	}
 	var res vault.Entry
 	err := t.commitLocked(ctx, e, d, func(tx *vault.Tx, p string) error {
@@ -1293,6 +1303,33 @@ func (t *Tree) chattr(ctx context.Context, e *Entry, a vault.Attrs) syscall.Errn
 		return t.errno("setattr", "", err)
 	}
 	d.vmtime, d.vctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
+	t.mu.Lock()
+	e.refresh(res)
+	t.mu.Unlock()
+	return 0
+}
+
+// chattrNow commits a change of the attributes of a file with nothing
+// buffered before it is answered, as a mount that does not queue
+// (Options.QueueCloses off) does with every change. Caller holds t.nsMu
+// (shared) and d.mu if d is not nil.
+func (t *Tree) chattrNow(ctx context.Context, e *Entry, d *fileData, a vault.Attrs) syscall.Errno {
+	p, errno := t.path(e)
+	if errno != 0 {
+		return errno
+	}
+	var res vault.Entry
+	err := t.update(ctx, func(tx *vault.Tx) error {
+		var err error
+		res, err = tx.SetAttrs(p, a)
+		return err
+	})
+	if err != nil {
+		return t.errno("setattr", p, err)
+	}
+	if d != nil {
+		d.vmtime, d.vctime = res.Mtime.UnixNano(), res.Ctime.UnixNano()
+	}
 	t.mu.Lock()
 	e.refresh(res)
 	t.mu.Unlock()
