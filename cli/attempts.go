@@ -15,18 +15,18 @@ import (
 func (a *app) attemptsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "attempts", Short: "Run parallel attempts: fork a vault N times and run a command in each"}
 	var from, checkpoint, keep, commands, timeout, placement, merge string
-	var count int
+	var count, parallel int
 	run := &cobra.Command{
 		Use:   "run --from VAULT (--count N -- CMD... | --commands FILE)",
 		Short: "Fork --from N times, run the command(s) in the forks in parallel, print the envelopes side by side",
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if from == "" {
-				return fmt.Errorf("--from VAULT is required")
+				return usagef("--from VAULT is required")
 			}
 			var cmds []messages.ExecArgs
 			switch {
 			case commands != "" && len(argv) > 0:
-				return fmt.Errorf("give --commands FILE or -- CMD, not both")
+				return usagef("give --commands FILE or -- CMD, not both")
 			case commands != "":
 				f, err := os.Open(commands)
 				if err != nil {
@@ -44,24 +44,31 @@ func (a *app) attemptsCmd() *cobra.Command {
 				}
 			case len(argv) > 0:
 				if count < 1 {
-					return fmt.Errorf("--count must be at least 1")
+					return usagef("--count %d: want at least 1", count)
+				}
+				if count > client.MaxAttempts {
+					return usagef("--count %d: at most %d attempts in one run", count, client.MaxAttempts)
 				}
 				for i := 0; i < count; i++ {
 					cmds = append(cmds, messages.ExecArgs{Argv: argv, Timeout: timeout})
 				}
 			default:
-				return fmt.Errorf("no command: pass -- CMD... with --count N, or --commands FILE")
+				return usagef("no command: pass -- CMD... with --count N, or --commands FILE")
 			}
 			if merge != "" && merge != "best" {
 				return usagef("--merge %q: want best", merge)
 			}
-			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement, Merge: merge})
+			if parallel < 1 {
+				return usagef("--parallel %d: want at least 1", parallel)
+			}
+			return a.runAttempts(cmd, client.Attempts{From: from, Checkpoint: checkpoint, Commands: cmds, Keep: keep, Placement: placement, Merge: merge, Parallel: parallel})
 		},
 	}
 	f := run.Flags()
 	f.StringVar(&from, "from", "", "the vault to fork")
 	f.StringVar(&checkpoint, "checkpoint", "", "fork this checkpoint of --from instead of its current tree")
-	f.IntVar(&count, "count", 1, "how many attempts of the one command")
+	f.IntVar(&count, "count", 1, fmt.Sprintf("how many attempts of the one command (at most %d)", client.MaxAttempts))
+	f.IntVar(&parallel, "parallel", client.DefaultParallel, "how many attempts fork and run at a time")
 	f.StringVar(&commands, "commands", "", "a file with one shell command per line, one attempt each")
 	f.StringVar(&keep, "keep", "all", "which forks to keep afterwards: best (the fastest that exited 0), all or none")
 	f.StringVar(&timeout, "timeout", "", "per-attempt timeout (default 300s)")
@@ -82,9 +89,13 @@ func (a *app) runAttempts(cmd *cobra.Command, spec client.Attempts) error {
 		return &requestError{toErr(err)}
 	}
 	// A merge asked for and not done fails the command, after the
-	// result is shown.
+	// result is shown; so does an interrupt (130, as exec's), which
+	// leaves the forks made so far as --keep says.
 	var failed error
-	if res.MergeError != nil {
+	switch {
+	case cmd.Context().Err() != nil:
+		failed = &exitError{130}
+	case res.MergeError != nil:
 		failed = &exitError{1}
 	}
 	if a.json {

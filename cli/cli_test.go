@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/avfs/avfs/internal/poll"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/avfs/avfs/client"
+	"github.com/avfs/avfs/internal/poll"
 )
 
 type env struct {
@@ -310,5 +314,37 @@ func TestExecWithRelativeHome(t *testing.T) {
 	}
 	if got := e.ok("--home", "h", "cat", "--vault", "x", "--json", "/f"); got["content"] != "hi\n" {
 		t.Fatalf("cat /f after the exec: %v", got)
+	}
+}
+
+// attempts run bounds itself: at most client.MaxAttempts forks in one
+// run, a usage error past that with nothing forked, and --parallel
+// attempts at a time (the envelopes' run times never overlap with 1).
+func TestAttemptsRunBounds(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "base")
+	_, _, code := e.run("", "attempts", "run", "--from", "base", "--count", fmt.Sprint(client.MaxAttempts+1), "--", "true")
+	if code != 2 {
+		t.Fatalf("--count %d: exit %d, want 2 (usage)", client.MaxAttempts+1, code)
+	}
+	if n := len(e.ok("vault", "list")["vaults"].([]any)); n != 1 {
+		t.Fatalf("a refused attempts run left %d vaults, want base alone", n)
+	}
+	r := e.ok("attempts", "run", "--from", "base", "--count", "3", "--parallel", "1", "--keep", "none", "--", "sleep", "0.2")
+	type span struct{ start, end time.Time }
+	var spans []span
+	for _, x := range r["attempts"].([]any) {
+		env := x.(map[string]any)["envelope"].(map[string]any)
+		start, err := time.Parse(time.RFC3339Nano, env["started_at"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, span{start, start.Add(time.Duration(env["duration_ms"].(float64)) * time.Millisecond)})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Before(spans[i-1].end) {
+			t.Fatalf("with --parallel 1, attempt runs overlap: %v", spans)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type Attempts struct {
 	// (messages.OpVaultMerge) before unkept forks are deleted; "" merges
 	// nothing.
 	Merge string
+	// Parallel is how many attempts fork and run at a time (default
+	// DefaultParallel): each holds a fork, its mount and a command.
+	Parallel int
 	// Actor is recorded in the vaults' audit logs.
 	Actor string
 	// RequestID, when set, makes the whole set retryable: every fork,
@@ -61,6 +64,13 @@ func (c *Client) RunAttempts(ctx context.Context, ns string, a Attempts) (messag
 	return RunAttempts(ctx, c, ns, a)
 }
 
+// MaxAttempts bounds the attempts of one run, DefaultParallel how many
+// run at a time unless Attempts.Parallel says otherwise.
+const (
+	MaxAttempts     = 100
+	DefaultParallel = 8
+)
+
 // RunAttempts runs a through d in namespace ns. An attempt whose fork or
 // exec fails carries its error; the run fails only when a is malformed or
 // an unkept fork cannot be deleted.
@@ -70,6 +80,15 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	}
 	if len(a.Commands) == 0 {
 		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "attempts need at least one command")
+	}
+	if len(a.Commands) > MaxAttempts {
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "%d attempts: at most %d in one run (each is a fork of the vault)", len(a.Commands), MaxAttempts)
+	}
+	switch {
+	case a.Parallel == 0:
+		a.Parallel = DefaultParallel
+	case a.Parallel < 0:
+		return messages.AttemptsResult{}, messages.Errorf(messages.CodeInvalidArgument, "parallel %d: want at least 1", a.Parallel)
 	}
 	switch a.Keep {
 	case "":
@@ -110,12 +129,20 @@ func RunAttempts(ctx context.Context, d Doer, ns string, a Attempts) (messages.A
 	}
 	res := messages.AttemptsResult{From: a.From, Attempts: make([]messages.Attempt, len(a.Commands)), Kept: []string{}}
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, a.Parallel)
 	for i, x := range a.Commands {
 		at := &res.Attempts[i]
 		*at = messages.Attempt{Vault: fmt.Sprintf("%s-attempt-%s-%02d", a.From, stamp, i+1), Command: x.CommandLine()}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				at.Error = asError(ctx.Err())
+				return
+			}
 			var fr messages.ForkResult
 			var fork trace.SpanContext
 			args := messages.VaultForkArgs{Target: at.Vault, Checkpoint: a.Checkpoint, Placement: a.Placement}
