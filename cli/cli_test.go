@@ -264,7 +264,9 @@ func TestExecExitStatuses(t *testing.T) {
 			t.Errorf("exec %v: exit %d status %s, want %d %s", tc.args, code, env.Status, tc.exit, tc.status)
 		}
 	}
-	e.fails(1, "INVALID_ARGUMENT", "exec", "--vault", "x", "--pids", "-1", "--", "true")
+	// A refused request is avfs's failure, not the command's: 125.
+	e.fails(125, "INVALID_ARGUMENT", "exec", "--vault", "x", "--pids", "-1", "--", "true")
+	e.fails(125, "VAULT_NOT_FOUND", "exec", "--vault", "nope", "--", "true")
 	out, _, code := e.run("from stdin", "exec", "--vault", "x", "--stdin", "--", "cat")
 	if code != 0 || !strings.Contains(out, `"stdout":"from stdin"`) {
 		t.Fatalf("exec --stdin: exit %d %s", code, out)

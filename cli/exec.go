@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ one: without a server there is no process to own the run.`,
 					x.Env = map[string]string{}
 				}
 				x.Env[k] = val
+			}
+			if math.IsNaN(x.CPUs) || math.IsInf(x.CPUs, 0) {
+				return usagef("--cpus %v: want a number", x.CPUs)
 			}
 			if detach {
 				return a.startRun(cmd, v, x)

@@ -124,13 +124,13 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	var re *requestError
 	if errors.As(err, &re) {
 		a.fail(cmd, re.err, "")
-		return 1
+		return requestFailed(cmd)
 	}
 	var ue *usageError
 	var me *messages.Error
 	if !errors.As(err, &ue) && errors.As(err, &me) {
 		a.fail(cmd, me, "")
-		return 1
+		return requestFailed(cmd)
 	}
 	hint := usageHint(cmd, err.Error())
 	if ue != nil && ue.hint != "" {
@@ -138,6 +138,15 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	a.fail(cmd, &messages.Error{Code: messages.CodeInvalidArgument, Message: err.Error()}, hint)
 	return 2
+}
+
+// requestFailed is the exit status of a failed request: 1, but 125 for
+// exec, whose own 1 is the command's (docs/cli.md, as docker run has it).
+func requestFailed(cmd *cobra.Command) int {
+	if cmd != nil && cmd.Name() == "exec" {
+		return 125
+	}
+	return 1
 }
 
 // setFormat sets the output format and what follows from it.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,6 +257,12 @@ func dedupBinds(binds []exec.Bind) []exec.Bind {
 	return out
 }
 
+// The largest limits a command may ask for.
+const (
+	maxMemoryMB = math.MaxInt64 >> 20
+	maxCPUs     = 4096
+)
+
 // commandLimits are the limits a command of ns/name runs under when it
 // asks for a (its --memory-mb, --pids, --cpus): each may only lower the
 // vault's, and none applies without a sandbox. A value above the vault's
@@ -268,6 +275,14 @@ func (s *sandboxes) commandLimits(ns, name string, a messages.ExecArgs) (exec.Li
 	}
 	if a.MemoryMB < 0 || a.Pids < 0 || a.CPUs < 0 {
 		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--memory-mb, --pids and --cpus must not be negative")
+	}
+	// Past these a limit is not a number the kernel can hold: MiB shifted
+	// to bytes would overflow, and a CPU share becomes a quota per period.
+	if a.MemoryMB > maxMemoryMB {
+		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--memory-mb %d: at most %d", a.MemoryMB, maxMemoryMB)
+	}
+	if math.IsNaN(a.CPUs) || a.CPUs > maxCPUs {
+		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--cpus %v: want a number from 0 to %d", a.CPUs, maxCPUs)
 	}
 	if v.Mode == messages.SandboxNone {
 		return v.Limits, messages.Errorf(messages.CodeInvalidArgument, "--memory-mb, --pids and --cpus need the sandbox, and this vault's commands run without one (sandbox mode none)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -330,6 +331,11 @@ func TestCommandLimits(t *testing.T) {
 		{"l", messages.ExecArgs{Shell: "echo ran > ran", MemoryMB: 512}},
 		{"l", messages.ExecArgs{Shell: "echo ran > ran", Pids: -1}},
 		{"bare", messages.ExecArgs{Shell: "echo ran > ran", Pids: 10}},
+		// Past what a limit can hold: a MiB count that overflows in
+		// bytes (it came out negative), a CPU share of no meaning.
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", MemoryMB: math.MaxInt64}},
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", CPUs: 1e308}},
+		{"l", messages.ExecArgs{Shell: "echo ran > ran", CPUs: math.NaN()}},
 	} {
 		f.do(messages.OpExec, c.vault, c.args, nil, messages.CodeInvalidArgument)
 		var cat messages.CatResult
