@@ -35,6 +35,12 @@ func (a *app) catRaw(cmd *cobra.Command, fc *client.Client, v, p string, force b
 	if r.Object != nil {
 		return a.download(ctx, fc, *r.Object, a.stdout, false)
 	}
+	return a.writeContent(r, p, force)
+}
+
+// writeContent writes the bytes of r, a cat of p, to stdout. A binary
+// file goes to a terminal only when force is set.
+func (a *app) writeContent(r messages.CatResult, p string, force bool) error {
 	var b []byte
 	switch {
 	case r.Content != nil:
@@ -48,6 +54,6 @@ func (a *app) catRaw(cmd *cobra.Command, fc *client.Client, v, p string, force b
 			return usagef("%s is binary (%s): `avfs cat --raw %s` writes it anyway, `avfs cat %s > FILE` saves it", p, size(r.Size), p, p)
 		}
 	}
-	_, err = a.stdout.Write(b)
+	_, err := a.stdout.Write(b)
 	return err
 }

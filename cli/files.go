@@ -62,16 +62,23 @@ func (a *app) fileCmds() []*cobra.Command {
 errors go to stderr as text. Only --json (or --output json|yaml) prints the
 document {"path", "size", "content"} (content_base64 for a file that is not
 UTF-8) and errors as JSON; --raw writes the bytes even then. On a terminal,
-a binary file is not written unless --raw is given. -v N prints version N
-of the file (see avfs log) as a document.`,
+a binary file is not written unless --raw is given. -v N does the same with
+version N of the file (see avfs log).`,
 		RunE: a.vaultCmdE(func(cmd *cobra.Command, v string, args []string) error {
 			if catVersion != 0 {
+				document := !raw && a.asked(cmd, outJSON, outYAML)
+				if !document {
+					a.setFormat(outTable) // errors for a person, on stderr
+				}
 				var out messages.HistoryCatResult
-				raw, err := a.do(cmd.Context(), messages.OpHistoryCat, v, messages.HistoryVersionArgs{Path: args[0], Version: catVersion}, &out)
+				body, err := a.do(cmd.Context(), messages.OpHistoryCat, v, messages.HistoryVersionArgs{Path: args[0], Version: catVersion}, &out)
 				if err != nil {
 					return err
 				}
-				return a.show(raw, &out.CatResult)
+				if document {
+					return a.show(body, &out.CatResult)
+				}
+				return a.writeContent(out.CatResult, args[0], raw)
 			}
 			fc, err := a.fleet(cmd.Context())
 			if err != nil {

@@ -24,8 +24,16 @@ func TestFileHistoryCommands(t *testing.T) {
 	if got := e.ok("log", "/f.txt", "-n", "1")["versions"].([]any); len(got) != 1 || got[0].(map[string]any)["version"] != float64(2) {
 		t.Fatalf("log -n 1: %v", got)
 	}
-	if c := e.ok("cat", "/f.txt", "-v", "1"); c["content"] != "a\nb\nc\n" || c["version"] != float64(1) {
-		t.Fatalf("cat -v 1: %v", c)
+	if c := e.ok("cat", "/f.txt", "-v", "1", "--json"); c["content"] != "a\nb\nc\n" || c["version"] != float64(1) {
+		t.Fatalf("cat -v 1 --json: %v", c)
+	}
+	// Without --json, into a pipe, the version's bytes, as cat writes a
+	// file's; its errors as text on stderr.
+	if out, errs, code := e.run("", "cat", "/f.txt", "-v", "1"); code != 0 || out != "a\nb\nc\n" || errs != "" {
+		t.Fatalf("cat -v 1: exit %d stdout %q stderr %q", code, out, errs)
+	}
+	if out, errs, code := e.run("", "cat", "/f.txt", "-v", "99"); code != 1 || out != "" || !strings.Contains(errs, "NOT_FOUND") && !strings.Contains(errs, "99") {
+		t.Fatalf("cat -v 99: exit %d stdout %q stderr %q", code, out, errs)
 	}
 	d := e.ok("diff", "/f.txt")
 	if want := "--- /f.txt@v1\n+++ /f.txt\n@@ -1,3 +1,4 @@\n a\n-b\n+B\n c\n+d\n"; d["diff"] != want {
