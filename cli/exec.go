@@ -75,9 +75,11 @@ one: without a server there is no process to own the run.`,
 				return a.startRun(cmd, v, x)
 			}
 			ctx := cmd.Context()
-			if !a.json {
-				// A person at a terminal sees the output as it comes,
-				// then one line about the run instead of the envelope.
+			// --json and --output yaml print the envelope as the
+			// document; otherwise a person sees the output as it comes,
+			// then one line about the run instead of the envelope.
+			document := a.json || a.format == outYAML
+			if !document {
 				ctx = withStream(ctx, a.stdout, a.stderr)
 			}
 			var out messages.Envelope
@@ -90,15 +92,17 @@ one: without a server there is no process to own the run.`,
 				Signal   *string `json:"signal"`
 			}
 			var dst any = &out
-			if a.json {
+			if document {
 				dst = &status
 			}
 			raw, err := a.do(ctx, messages.OpExec, v, x, dst)
 			if err != nil {
 				return err
 			}
-			if a.json {
-				fmt.Fprintf(a.stdout, "%s\n", raw)
+			if document {
+				if err := a.show(raw, nil); err != nil {
+					return err
+				}
 				out.Status, out.ExitCode, out.Signal = status.Status, status.ExitCode, status.Signal
 			} else {
 				fmt.Fprint(a.stderr, execSummary(out))

@@ -104,6 +104,17 @@ func TestOutputFormats(t *testing.T) {
 		y.Vaults[0].Quota.MaxFiles == nil || *y.Vaults[0].Quota.MaxFiles != 50 {
 		t.Fatalf("vault list -o yaml: %v %+v\n%s", err, y, out)
 	}
+	// exec's document is its envelope, as YAML too; the command's exit
+	// status stays the exit status.
+	out, _, code = e.run("", "--vault", "fmt", "exec", "-o", "yaml", "--", "sh", "-c", "echo hi; exit 3")
+	var env struct {
+		Status   string
+		ExitCode int `yaml:"exit_code"`
+		Stdout   string
+	}
+	if err := yaml.Unmarshal([]byte(out), &env); err != nil || code != 3 || env.Status != "completed" || env.ExitCode != 3 || env.Stdout != "hi\n" {
+		t.Fatalf("exec -o yaml: exit %d, %v %+v\n%s", code, err, env, out)
+	}
 	// --output wins over --json.
 	out, _, _ = e.run("", "vault", "list", "--json", "-o", "table")
 	if !strings.HasPrefix(out, "NAME") {
