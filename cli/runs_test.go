@@ -11,7 +11,7 @@ func TestDetachWithoutAServerIsRefused(t *testing.T) {
 	e := newEnv(t)
 	e.ok("vault", "create", "x")
 	out, _, code := e.run("", "exec", "--vault", "x", "--detach", "--json", "--", "sh", "-c", "echo ran > /ran")
-	if code != 1 || !strings.Contains(out, `"code":"UNAVAILABLE"`) || !strings.Contains(out, "avfs serve") {
+	if code != 125 || !strings.Contains(out, `"code":"UNAVAILABLE"`) || !strings.Contains(out, "avfs serve") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	e.fails(1, "NOT_FOUND", "cat", "--vault", "x", "/ran", "--json")
