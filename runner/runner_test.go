@@ -345,6 +345,29 @@ func TestApprovalGrantRunsOnce(t *testing.T) {
 	f.do(messages.OpApprovalShow, "", messages.ApprovalArgs{ID: "apr-nope"}, nil, messages.CodeApprovalNotFound)
 }
 
+// A grant whose command cannot start (its vault was deleted) runs
+// nothing and leaves the approval pending, to be denied or granted again;
+// it does not say granted.
+func TestApprovalGrantThatCannotRunStaysPending(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "a", messages.VaultCreateArgs{}, nil)
+	env := f.exec("a", messages.ExecArgs{Shell: "git push; echo ran >> ran.txt"})
+	if env.Status != messages.StatusApprovalRequired || env.ApprovalID == nil {
+		t.Fatalf("status %s", env.Status)
+	}
+	f.do(messages.OpVaultDelete, "a", nil, nil)
+	f.do(messages.OpApprovalGrant, "", messages.ApprovalArgs{ID: *env.ApprovalID}, nil, messages.CodeVaultNotFound)
+	var got messages.ApprovalResult
+	f.do(messages.OpApprovalShow, "", messages.ApprovalArgs{ID: *env.ApprovalID}, &got)
+	if got.Approval.Status != "pending" || got.Approval.Envelope != nil {
+		t.Fatalf("after a grant that could not run: %+v", got.Approval)
+	}
+	f.do(messages.OpApprovalDeny, "", messages.ApprovalArgs{ID: *env.ApprovalID}, &got)
+	if got.Approval.Status != "denied" {
+		t.Fatalf("deny after the failed grant: %+v", got.Approval)
+	}
+}
+
 func TestApprovalExpires(t *testing.T) {
 	f := newFixture(t, Config{ApprovalTTL: time.Millisecond})
 	f.do(messages.OpVaultCreate, "x", messages.VaultCreateArgs{}, nil)
