@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -103,7 +104,10 @@ func NewRunner(store *vault.Store, pol *policy.Policy, mounts *Mounts, cfg Confi
 func (r *Runner) Register(h *handler.Handler) {
 	handler.Register(h, messages.OpExec, r.Exec)
 	handler.Register(h, messages.OpPolicyCheck, func(ctx context.Context, req messages.Request, a messages.PolicyCheckArgs) (any, error) {
-		d, err := r.decide(a.Argv, a.Shell, "")
+		// Judged against a workspace as exec judges it, so that paths
+		// outside the vault get the decision exec would give; without a
+		// vault, against where one of the namespace would be mounted.
+		d, err := r.decide(a.Argv, a.Shell, r.mounts.dir(req.Namespace, cmp.Or(req.Vault, "vault")))
 		if err != nil {
 			return nil, err
 		}

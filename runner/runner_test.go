@@ -545,3 +545,21 @@ func TestDeniedOrHeldCommandMountsNothing(t *testing.T) {
 		t.Fatalf("after an allowed command: %d vaults mounted, %s mounted %v; want it mounted", n, dir, mounted(t, dir))
 	}
 }
+
+// policy check gives the decision exec would: paths outside the vault
+// are judged against a workspace, with a vault named or without.
+func TestPolicyCheckJudgesPathsAsExecDoes(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "a", messages.VaultCreateArgs{}, nil)
+	for _, shell := range []string{"cat /etc/shadow", "rm -rf /", "cat notes.txt"} {
+		env := f.exec("a", messages.ExecArgs{Shell: shell})
+		for _, vault := range []string{"a", ""} {
+			var got messages.PolicyCheckResult
+			f.do(messages.OpPolicyCheck, vault, messages.PolicyCheckArgs{Shell: shell}, &got)
+			if got.Decision.Action != env.Decision.Action || got.Decision.Rule != env.Decision.Rule {
+				t.Errorf("%q in vault %q: policy check %s (%s), exec %s (%s)", shell, vault,
+					got.Decision.Action, got.Decision.Rule, env.Decision.Action, env.Decision.Rule)
+			}
+		}
+	}
+}
