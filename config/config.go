@@ -320,6 +320,11 @@ func Load(flags *pflag.FlagSet) (*Config, *viper.Viper, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
 	if flags != nil {
+		// An empty --home is a script's unset variable, not a wish for
+		// the default home: acting on ~/.avfs instead would be a surprise.
+		if f := flags.Lookup("home"); f != nil && f.Changed && f.Value.String() == "" {
+			return nil, nil, fmt.Errorf("--home is empty: give a directory, or leave the flag out for %s", DefaultHome())
+		}
 		for key, flag := range map[string]string{"home": "home", "vault": "vault", "namespace": "namespace", "nats.url": "nats", "log_level": "log-level"} {
 			if f := flags.Lookup(flag); f != nil {
 				if err := v.BindPFlag(key, f); err != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,5 +119,17 @@ func TestRelativeHomeIsMadeAbsolute(t *testing.T) {
 	want := filepath.Join(dir, "h")
 	if c.Home != want || Show(v)["home"] != want || c.StorePath() != filepath.Join(want, "store.db") {
 		t.Fatalf("home %q, shown %v, store %q; want %q", c.Home, Show(v)["home"], c.StorePath(), want)
+	}
+}
+
+// --home "" (a script's unset variable) is refused, not the default home.
+func TestEmptyHomeFlagIsRefused(t *testing.T) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.String("home", "", "")
+	if err := fs.Parse([]string{"--home", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(fs); err == nil || !strings.Contains(err.Error(), "--home is empty") {
+		t.Fatalf("Load with --home \"\": %v, want a refusal", err)
 	}
 }
