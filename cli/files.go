@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -111,16 +112,20 @@ version N of the file (see avfs log).`,
 			if err != nil {
 				return err
 			}
-			if !a.json && !long {
+			if !a.json && a.format != outYAML && !long {
+				w := controlEscaper{a.stdout}
 				for _, e := range out.Entries {
 					name := e.Path
 					if !l.Recursive {
 						name = e.Name
 					}
+					if strings.ContainsAny(name, "\t\n") {
+						name = strconv.Quote(name) // one line per entry
+					}
 					if e.Type == "dir" {
 						name += "/"
 					}
-					fmt.Fprintln(a.stdout, name)
+					fmt.Fprintln(w, name)
 				}
 				return nil
 			}

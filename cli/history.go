@@ -14,11 +14,14 @@ import (
 // showAs prints a result: its JSON as received, or for a person what
 // human writes.
 func (a *app) showAs(raw json.RawMessage, human func(w io.Writer)) error {
-	if a.json {
+	switch a.format {
+	case outJSON:
 		_, err := fmt.Fprintf(a.stdout, "%s\n", raw)
 		return err
+	case outYAML:
+		return writeYAML(a.stdout, raw)
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(controlEscaper{a.stdout}, 0, 4, 2, ' ', 0)
 	human(tw)
 	return tw.Flush()
 }

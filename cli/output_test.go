@@ -443,3 +443,27 @@ func TestCompletionThroughServe(t *testing.T) {
 		t.Errorf("fleet status (exit %d):\n%s", code, out)
 	}
 }
+
+// Names are the vault's, an agent's: listed for a person, their control
+// characters are spelled out, so that none drives the terminal, and a
+// name with a newline stays on one line.
+func TestListingsEscapeControlCharacters(t *testing.T) {
+	e := newEnv(t)
+	e.ok("vault", "create", "x")
+	e.ok("--vault", "x", "write", "/\x1b[31mred", "a")
+	e.ok("--vault", "x", "write", "/new\nline", "b")
+	for _, args := range [][]string{{"ls", "/"}, {"ls", "-l", "/"}, {"tree", "/"}} {
+		out, _, code := e.run("", append([]string{"--vault", "x", "--json=false"}, args...)...)
+		if code != 0 || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[31mred`) {
+			t.Errorf("%v: exit %d, escape not spelled out:\n%q", args, code, out)
+		}
+	}
+	out, _, _ := e.run("", "--vault", "x", "--json=false", "ls", "/")
+	if !strings.Contains(out, `"new\nline"`) {
+		t.Errorf("ls: the name with a newline is not one quoted line:\n%q", out)
+	}
+	// JSON keeps the names as they are.
+	if out, _, _ := e.run("", "--vault", "x", "--json", "ls", "/"); !strings.Contains(out, `\u001b[31mred`) {
+		t.Errorf("ls --json: %s", out)
+	}
+}

@@ -57,11 +57,55 @@ func (a *app) emit(v any) error {
 }
 
 func (a *app) human(v any) error {
-	return printer{wide: a.format == outWide, now: time.Now()}.print(a.stdout, v)
+	return printer{wide: a.format == outWide, now: time.Now()}.print(controlEscaper{a.stdout}, v)
 }
 
 // printHuman prints v for a person, in the narrow table format.
-func printHuman(w io.Writer, v any) error { return printer{now: time.Now()}.print(w, v) }
+func printHuman(w io.Writer, v any) error {
+	return printer{now: time.Now()}.print(controlEscaper{w}, v)
+}
+
+// controlEscaper writes what it is given with control characters spelled
+// out (\x1b), tabs and newlines excepted: names and paths come from the
+// vault, an agent's, and one holding an escape sequence must not drive
+// the terminal of the person reading a listing.
+type controlEscaper struct{ w io.Writer }
+
+func (c controlEscaper) Write(p []byte) (int, error) {
+	clean := true
+	for i, b := range p {
+		if isControlAt(p, i) && b != '\t' && b != '\n' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return c.w.Write(p)
+	}
+	out := make([]byte, 0, len(p)+16)
+	for i := 0; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == '\t' || b == '\n' || !isControlAt(p, i):
+			out = append(out, b)
+		case b == 0xc2: // a C1 control, U+0080 to U+009F, in UTF-8
+			out = fmt.Appendf(out, "\\u%04x", p[i+1])
+			i++
+		default:
+			out = fmt.Appendf(out, "\\x%02x", b)
+		}
+	}
+	if _, err := c.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// isControlAt reports whether p[i] begins a control character: C0, DEL,
+// or a C1 control in UTF-8.
+func isControlAt(p []byte, i int) bool {
+	b := p[i]
+	return b < 0x20 || b == 0x7f || b == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] <= 0x9f
+}
 
 // writeYAML re-encodes a JSON document as block YAML, keeping its key
 // order (JSON is YAML: the parser reads it into nodes, whose flow style
