@@ -12,6 +12,7 @@ import (
 	"path"
 	"regexp"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -215,32 +216,47 @@ type SearchHit struct {
 	Score   float64 `json:"score"` // bm25: lower is better
 }
 
-// Search returns the files whose content matches the FTS5 query q, best
-// first, at most limit of them (0: 100).
-func (t *Tx) Search(q string, limit int) ([]SearchHit, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	type doc struct {
-		snippet string
-		score   float64
-	}
-	docs := map[[hashLen]byte]doc{}
+// searchDoc is a match of the index: a content's snippet and score.
+type searchDoc struct {
+	snippet string
+	score   float64
+}
+
+// searchDocs runs the FTS5 query q over the index.
+func (t *Tx) searchDocs(q string) (map[[hashLen]byte]searchDoc, error) {
+	docs := map[[hashLen]byte]searchDoc{}
 	rows, err := t.queryText(`SELECT d.key, snippet(fts, 0, '[', ']', '…', 12), bm25(fts) FROM fts JOIN fts_docs d ON d.id = fts.rowid WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT 10000`, q)
 	if err != nil {
-		return nil, fmt.Errorf("search %q: %v: %w", q, err, ErrInvalidArgument)
+		return nil, err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var key []byte
-		var d doc
+		var d searchDoc
 		if err := rows.Scan(&key, &d.snippet, &d.score); err != nil {
-			rows.Close()
 			return nil, err
 		}
 		docs[[hashLen]byte(key)] = d
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	return docs, rows.Err()
+}
+
+// Search returns the files whose content matches the FTS5 query q, best
+// first, at most limit of them (0: 100); text that is not a valid query
+// is searched for as a phrase.
+func (t *Tx) Search(q string, limit int) ([]SearchHit, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	docs, err := t.searchDocs(q)
+	if err != nil {
+		// Text that is no FTS5 query (foo-bar, example.com, std::vector)
+		// is looked for as a phrase: what a person typing it means.
+		if phrase, perr := t.searchDocs(`"` + strings.ReplaceAll(q, `"`, `""`) + `"`); perr == nil {
+			docs, err = phrase, nil
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("search %q: %v: %w", q, err, ErrInvalidArgument)
 	}
 	hits := []SearchHit{}

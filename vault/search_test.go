@@ -55,8 +55,9 @@ func TestSearchIndexKeptByWrites(t *testing.T) {
 	if hits, _ := s.Vault("default", "f").Search(ctx, "box", 0); len(hits) != 2 {
 		t.Fatalf("fork search box: %+v", hits)
 	}
-	if _, err := v.Search(ctx, `"unbalanced`, 0); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("bad query: %v, want ErrInvalidArgument", err)
+	// No FTS5 query: searched for as a phrase (TestSearchPlainTextWithPunctuation).
+	if hits, err := v.Search(ctx, `"unbalanced`, 0); err != nil || len(hits) != 0 {
+		t.Fatalf("search \"unbalanced: %+v %v, want nothing found", hits, err)
 	}
 	n, err := v.Reindex(ctx, Meta{})
 	must(t, err)
@@ -149,5 +150,32 @@ func TestIndexSkipsFileRemovedInItsTransaction(t *testing.T) {
 	}))
 	if hits, err := v.Search(ctx, "text", 0); err != nil || len(hits) != 0 {
 		t.Fatalf("search after create+remove: %+v, %v", hits, err)
+	}
+}
+
+// Text that is no FTS5 query is searched for as a phrase instead of
+// failing with SQLite's parse error; FTS5 queries keep their meaning.
+func TestSearchPlainTextWithPunctuation(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t)
+	_, err := s.Create(ctx, "default", "s", Quota{}, Meta{})
+	must(t, err)
+	v := s.Vault("default", "s")
+	_, err = v.WriteFile(ctx, "/a.cc", []byte("std::vector<int> v; // see example.com and foo-bar"), WriteOptions{}, Meta{})
+	must(t, err)
+	_, err = v.WriteFile(ctx, "/b.txt", []byte("foo and bar, apart"), WriteOptions{}, Meta{})
+	must(t, err)
+	for _, q := range []string{"std::vector", "example.com", "foo-bar", `say "hi`} {
+		hits, err := v.Search(ctx, q, 0)
+		if err != nil {
+			t.Fatalf("search %q: %v", q, err)
+		}
+		if q != `say "hi` && (len(hits) != 1 || hits[0].Path != "/a.cc") {
+			t.Fatalf("search %q: %+v, want /a.cc", q, hits)
+		}
+	}
+	// An FTS5 query still is one: both words, anywhere.
+	if hits, err := v.Search(ctx, "foo AND bar", 0); err != nil || len(hits) != 2 {
+		t.Fatalf("search foo AND bar: %+v %v, want both files", hits, err)
 	}
 }
