@@ -39,6 +39,11 @@ func (a *app) hint(cmd *cobra.Command, e *messages.Error) string {
 			return "use -p to accept an existing directory"
 		}
 	case messages.CodeNotEmpty:
+		if name != "rm" && name != "rmdir" {
+			// mv or cp onto a directory with entries: deleting it
+			// would lose them; naming a place inside it does not.
+			return fmt.Sprintf("%s has entries: name a path inside it, or see them with avfs ls %s", p, p)
+		}
 		return fmt.Sprintf("remove it with everything in it: avfs rm -r %s", p)
 	case messages.CodeIsADirectory:
 		switch name {

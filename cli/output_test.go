@@ -240,9 +240,22 @@ func TestErrorsSayTheNextCommand(t *testing.T) {
 			t.Errorf("avfs %v: hint %q, want %q", args, hint, tc.hint)
 		}
 	}
+	// NOT_EMPTY: rm may suggest -r; mv onto a directory with entries
+	// must not suggest deleting them.
+	e.ok("vault", "create", "m")
+	e.ok("--vault", "m", "mkdir", "/e")
+	e.ok("--vault", "m", "write", "-p", "/full/x", "x")
+	out, _, _ := e.run("", "--vault", "m", "mv", "/e", "/full")
+	if _, _, hint := errDoc(t, out); strings.Contains(hint, "rm") || !strings.Contains(hint, "inside it") {
+		t.Errorf("mv onto a directory with entries: hint %q", hint)
+	}
+	out, _, _ = e.run("", "--vault", "m", "rm", "/full")
+	if _, _, hint := errDoc(t, out); !strings.Contains(hint, "avfs rm -r /full") {
+		t.Errorf("rm of a directory with entries: hint %q", hint)
+	}
 	e.ok("write", "/1", "x", "--vault", "h")
 	e.ok("write", "/2", "x", "--vault", "h")
-	out, _, _ := e.run("", "write", "/3", "x", "--vault", "h")
+	out, _, _ = e.run("", "write", "/3", "x", "--vault", "h")
 	if _, _, hint := errDoc(t, out); !strings.Contains(hint, "avfs quota set max_files") {
 		t.Errorf("quota hint: %q", hint)
 	}
