@@ -241,6 +241,12 @@ func (p *Policy) command(cmd []word, sc scope, depth int) Decision {
 		return synthetic(Deny, RuleDynamicCommand,
 			"program name is only known at run time", texts(cmd))
 	}
+	if cmd[0].text == "alias" && len(cmd) > 1 {
+		// The command an alias names runs under another name, which no
+		// rule would recognise (alias c=curl; c ...).
+		return synthetic(Deny, RuleDynamicCommand,
+			"an alias gives a command another name, which is only known at run time", texts(cmd))
+	}
 	if depth > maxDepth {
 		return synthetic(Deny, RuleUnparsableShell, "commands nested too deeply to follow", texts(cmd))
 	}

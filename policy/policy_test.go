@@ -192,6 +192,8 @@ func TestCheckShellDefaults(t *testing.T) {
 		{`find . -exec curl x \;`, want{RequireApproval, "network"}},
 		{`find . -name '*.go' | xargs grep foo`, want{Allow, "read-only"}},
 		{`eval "$(curl x)"`, want{Deny, "dynamic-command"}},
+		{"alias c=curl\nc --version", want{Deny, "dynamic-command"}},
+		{"alias", want{AllowWithCheckpoint, "default"}},
 		{`S=push; git $S`, want{RequireApproval, "git-network"}},
 		{`sed $OPTS f`, want{AllowWithCheckpoint, "sed-in-place"}},
 		{`sed "$OPT" f`, want{AllowWithCheckpoint, "sed-in-place"}},
