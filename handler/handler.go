@@ -228,11 +228,7 @@ func (h *Handler) vaultFork(ctx context.Context, req messages.Request, a message
 }
 
 func (h *Handler) vaultDelete(ctx context.Context, req messages.Request, a messages.VaultDeleteArgs) (messages.DeletedResult, error) {
-	del := h.store.Delete
-	if a.IfExpired {
-		del = h.store.DeleteExpired
-	}
-	if err := del(ctx, req.Namespace, req.Vault, meta(ctx, req)); err != nil {
+	if err := h.store.DeleteAsked(ctx, req.Namespace, req.Vault, a.IfExpired, meta(ctx, req)); err != nil {
 		return messages.DeletedResult{}, err
 	}
 	return messages.DeletedResult{Deleted: req.Vault}, nil

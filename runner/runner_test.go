@@ -345,18 +345,19 @@ func TestApprovalGrantRunsOnce(t *testing.T) {
 	f.do(messages.OpApprovalShow, "", messages.ApprovalArgs{ID: "apr-nope"}, nil, messages.CodeApprovalNotFound)
 }
 
-// A grant whose command cannot start (its vault was deleted) runs
+// A grant whose command cannot start (its directory is gone) runs
 // nothing and leaves the approval pending, to be denied or granted again;
 // it does not say granted.
 func TestApprovalGrantThatCannotRunStaysPending(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.do(messages.OpVaultCreate, "a", messages.VaultCreateArgs{}, nil)
-	env := f.exec("a", messages.ExecArgs{Shell: "git push; echo ran >> ran.txt"})
+	f.do(messages.OpMkdir, "a", messages.MkdirArgs{Path: "/sub"}, nil)
+	env := f.exec("a", messages.ExecArgs{Shell: "git push; echo ran >> ran.txt", Cwd: "/sub"})
 	if env.Status != messages.StatusApprovalRequired || env.ApprovalID == nil {
 		t.Fatalf("status %s", env.Status)
 	}
-	f.do(messages.OpVaultDelete, "a", nil, nil)
-	f.do(messages.OpApprovalGrant, "", messages.ApprovalArgs{ID: *env.ApprovalID}, nil, messages.CodeVaultNotFound)
+	f.do(messages.OpRm, "a", messages.RmArgs{Path: "/sub", Recursive: true}, nil)
+	f.do(messages.OpApprovalGrant, "", messages.ApprovalArgs{ID: *env.ApprovalID}, nil, messages.CodeNotFound)
 	var got messages.ApprovalResult
 	f.do(messages.OpApprovalShow, "", messages.ApprovalArgs{ID: *env.ApprovalID}, &got)
 	if got.Approval.Status != "pending" || got.Approval.Envelope != nil {
@@ -366,6 +367,26 @@ func TestApprovalGrantThatCannotRunStaysPending(t *testing.T) {
 	if got.Approval.Status != "denied" {
 		t.Fatalf("deny after the failed grant: %+v", got.Approval)
 	}
+}
+
+// Deleting a vault denies the commands held for approval in it: granted
+// later, one would run in another vault created under the same name.
+func TestVaultDeleteDeniesItsApprovals(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.do(messages.OpVaultCreate, "a", messages.VaultCreateArgs{}, nil)
+	env := f.exec("a", messages.ExecArgs{Shell: "git push; echo ran >> ran.txt"})
+	if env.Status != messages.StatusApprovalRequired || env.ApprovalID == nil {
+		t.Fatalf("status %s", env.Status)
+	}
+	f.do(messages.OpVaultDelete, "a", nil, nil)
+	f.do(messages.OpVaultCreate, "a", messages.VaultCreateArgs{}, nil)
+	f.do(messages.OpApprovalGrant, "", messages.ApprovalArgs{ID: *env.ApprovalID}, nil, messages.CodeConflict)
+	var got messages.ApprovalResult
+	f.do(messages.OpApprovalShow, "", messages.ApprovalArgs{ID: *env.ApprovalID}, &got)
+	if got.Approval.Status != "denied" {
+		t.Fatalf("the approval of a deleted vault: %+v", got.Approval)
+	}
+	f.do(messages.OpCat, "a", messages.PathArgs{Path: "/ran.txt"}, nil, messages.CodeNotFound)
 }
 
 func TestApprovalExpires(t *testing.T) {

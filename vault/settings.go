@@ -373,7 +373,12 @@ var ErrNotExpired = fmt.Errorf("vault has not expired: %w", ErrConflict)
 // expired must not delete it once its TTL was changed or cleared, or the
 // name was deleted and made again, meanwhile.
 func (s *Store) DeleteExpired(ctx context.Context, ns, name string, meta Meta) error {
-	return s.deleteIf(ctx, ns, name, meta, func(t *Tx) error {
+	return s.deleteIf(ctx, ns, name, meta, expiredCheck(name))
+}
+
+// expiredCheck fails a delete of vault name that has not expired.
+func expiredCheck(name string) func(t *Tx) error {
+	return func(t *Tx) error {
 		st, err := t.settings()
 		if err != nil {
 			return err
@@ -383,5 +388,5 @@ func (s *Store) DeleteExpired(ctx context.Context, ns, name string, meta Meta) e
 		}
 		t.audit("vault.expired", "/", map[string]any{"expires_at": st.ExpiresAt.Format(time.RFC3339Nano)})
 		return nil
-	})
+	}
 }

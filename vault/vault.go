@@ -372,6 +372,23 @@ func (s *Store) Delete(ctx context.Context, ns, name string, meta Meta) error {
 	return s.deleteIf(ctx, ns, name, meta, nil)
 }
 
+// DeleteAsked is Delete, or DeleteExpired when expired is set, for a
+// request to delete the vault: in the same transaction it denies the
+// commands held for approval in the vault, so that none runs, once
+// granted, in another vault later created under its name. A worker that
+// replaces its copy of a vault calls Delete, which leaves them.
+func (s *Store) DeleteAsked(ctx context.Context, ns, name string, expired bool, meta Meta) error {
+	return s.deleteIf(ctx, ns, name, meta, func(t *Tx) error {
+		if expired {
+			if err := expiredCheck(name)(t); err != nil {
+				return err
+			}
+		}
+		_, err := t.exec(`UPDATE approvals SET status='denied', reason='the vault was deleted' WHERE namespace=? AND vault=? AND status='pending'`, ns, name)
+		return err
+	})
+}
+
 // deleteIf deletes the vault if check (nil: always) passes in the
 // delete's own transaction.
 func (s *Store) deleteIf(ctx context.Context, ns, name string, meta Meta, check func(t *Tx) error) error {
