@@ -126,6 +126,25 @@ func unwrap(cmd []word) []nested {
 		return xargsCommand(args)
 	case "eval":
 		return joinedScript(args)
+	case "script":
+		// util-linux script(1) runs -c's command with the shell.
+		_, opts, unknown := scan(args, wrapSpec{
+			valueShort: "cEIOBTmo",
+			valueLong:  []string{"command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format", "output-limit"},
+		})
+		for _, o := range opts {
+			if (o.name == "c" || o.name == "command") && o.set {
+				if o.dynamic {
+					return []nested{dynamicNested("script's command is only known at run time")}
+				}
+				s := word{text: o.value}
+				return []nested{{script: &s}}
+			}
+		}
+		if unknown {
+			return []nested{dynamicNested("script's command is only known at run time")}
+		}
+		return nil
 	case "watch":
 		i, opts, unknown := scan(args, wrapSpec{valueShort: "nq", valueLong: []string{"interval", "equexit"}})
 		if unknown {
