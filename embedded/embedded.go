@@ -18,7 +18,7 @@ import (
 type Options struct {
 	// Listen is host:port for clients; "" listens on a random loopback
 	// port, so that CLIs on the same machine can reach it and nothing
-	// else can.
+	// else can. Port 0 is a free port the system picks.
 	Listen   string
 	StoreDir string // JetStream storage
 }
@@ -33,6 +33,9 @@ func Start(o Options) (*server.Server, error) {
 		}
 		if port, err = strconv.Atoi(p); err != nil {
 			return nil, fmt.Errorf("listen %q: %w", o.Listen, err)
+		}
+		if port == 0 {
+			port = -1 // :0 is any free port, as for net.Listen; nats-server reads 0 as 4222
 		}
 		host = h
 	}
