@@ -177,17 +177,14 @@ func TestImportDirFailingMidwayLeavesVaultAsItWas(t *testing.T) {
 // them, and a followed one would write anywhere on the host.
 func TestExportDirReplacesSymlinksInsteadOfFollowing(t *testing.T) {
 	ctx := context.Background()
-	s := openTestStore(t)
-	_, err := s.Create(ctx, "default", "a", Quota{}, Meta{})
-	must(t, err)
-	v := s.Vault("default", "a")
+	v := newVault(t, openTestStore(t), "a", Quota{})
 	outside := t.TempDir()
 	victim := filepath.Join(outside, "victim")
 	must(t, os.WriteFile(victim, []byte("host's\n"), 0o644))
 	must(t, v.Symlink(ctx, victim, "/x", Meta{}))
 	must(t, v.Symlink(ctx, outside, "/d", Meta{}))
 	out := t.TempDir()
-	_, err = v.ExportDir(ctx, "/", out)
+	_, err := v.ExportDir(ctx, "/", out)
 	must(t, err)
 
 	// Now the same names are a file and a directory.

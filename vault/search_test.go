@@ -157,11 +157,8 @@ func TestIndexSkipsFileRemovedInItsTransaction(t *testing.T) {
 // failing with SQLite's parse error; FTS5 queries keep their meaning.
 func TestSearchPlainTextWithPunctuation(t *testing.T) {
 	ctx := context.Background()
-	s := openTestStore(t)
-	_, err := s.Create(ctx, "default", "s", Quota{}, Meta{})
-	must(t, err)
-	v := s.Vault("default", "s")
-	_, err = v.WriteFile(ctx, "/a.cc", []byte("std::vector<int> v; // see example.com and foo-bar"), WriteOptions{}, Meta{})
+	v := newVault(t, openTestStore(t), "s", Quota{})
+	_, err := v.WriteFile(ctx, "/a.cc", []byte("std::vector<int> v; // see example.com and foo-bar"), WriteOptions{}, Meta{})
 	must(t, err)
 	_, err = v.WriteFile(ctx, "/b.txt", []byte("foo and bar, apart"), WriteOptions{}, Meta{})
 	must(t, err)
