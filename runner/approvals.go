@@ -122,7 +122,8 @@ func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args m
 	r.store.Vault(a.Namespace, a.Vault).Record(ctx, "approval.granted", "/", map[string]any{"approval_id": a.ID, "reason": args.Reason}, vault.Meta{Actor: req.Actor, RequestID: req.RequestID, TraceID: telemetry.TraceID(ctx)})
 	env, runErr := r.exec(ctx, h.Request, h.Args, true)
 	if runErr != nil && env.Status == "" {
-		// Refused before the command started (its vault gone, say):
+		// Refused before the command started (its working directory
+		// gone, say):
 		// nothing ran, so the approval is pending again, to be granted
 		// once the cause is fixed, denied, or left to expire.
 		if _, err := r.store.TransitionApproval(context.WithoutCancel(ctx), a.ID, "running", "pending", ""); err != nil {
