@@ -123,9 +123,8 @@ func (r *Runner) approvalGrant(ctx context.Context, req messages.Request, args m
 	env, runErr := r.exec(ctx, h.Request, h.Args, true)
 	if runErr != nil && env.Status == "" {
 		// Refused before the command started (its working directory
-		// gone, say):
-		// nothing ran, so the approval is pending again, to be granted
-		// once the cause is fixed, denied, or left to expire.
+		// gone, say): nothing ran, so the approval is pending again, to
+		// be granted once the cause is fixed, denied, or left to expire.
 		if _, err := r.store.TransitionApproval(context.WithoutCancel(ctx), a.ID, "running", "pending", ""); err != nil {
 			return messages.ApprovalResult{}, errors.Join(runErr, err)
 		}
