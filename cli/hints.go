@@ -81,6 +81,9 @@ func (a *app) hint(cmd *cobra.Command, e *messages.Error) string {
 	case messages.CodePolicyDenied:
 		return "`avfs policy show` lists the rules; `avfs policy check -- CMD` explains a decision"
 	case messages.CodeUnavailable:
+		if !a.fleetAsked() {
+			return "" // no fleet involved: the message says what failed here
+		}
 		return "is the fleet up? `avfs fleet status`; without --nats (and AVFS_NATS_URL) avfs works on the vaults under --home"
 	case messages.CodeInvalidArgument:
 		if strings.HasPrefix(e.Message, "no vault chosen") {
@@ -88,6 +91,15 @@ func (a *app) hint(cmd *cobra.Command, e *messages.Error) string {
 		}
 	}
 	return ""
+}
+
+// fleetAsked reports whether the command line goes to a fleet: --nats,
+// AVFS_NATS_URL, or an avfs serve running on the home.
+func (a *app) fleetAsked() bool {
+	if _, ok := a.client.(natsClient); ok {
+		return true
+	}
+	return a.cfg != nil && (a.cfg.NATS.URL != "" || runningServe(a.cfg.Home) != "")
 }
 
 // usageHint is the hint of a usage error: the command's help.

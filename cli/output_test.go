@@ -240,12 +240,21 @@ func TestErrorsSayTheNextCommand(t *testing.T) {
 			t.Errorf("avfs %v: hint %q, want %q", args, hint, tc.hint)
 		}
 	}
+	// UNAVAILABLE points at the fleet only when there is one to point at.
+	out, _, _ := e.run("", "--vault", "h", "mount", filepath.Join(t.TempDir(), "missing"))
+	if code, _, hint := errDoc(t, out); code != "UNAVAILABLE" || strings.Contains(hint, "fleet") {
+		t.Errorf("local mount of a missing directory: %s, hint %q", code, hint)
+	}
+	out, _, _ = e.run("", "--nats", "nats://127.0.0.1:1", "vault", "list")
+	if code, _, hint := errDoc(t, out); code != "UNAVAILABLE" || !strings.Contains(hint, "fleet") {
+		t.Errorf("an unreachable fleet: %s, hint %q", code, hint)
+	}
 	// NOT_EMPTY: rm may suggest -r; mv onto a directory with entries
 	// must not suggest deleting them.
 	e.ok("vault", "create", "m")
 	e.ok("--vault", "m", "mkdir", "/e")
 	e.ok("--vault", "m", "write", "-p", "/full/x", "x")
-	out, _, _ := e.run("", "--vault", "m", "mv", "/e", "/full")
+	out, _, _ = e.run("", "--vault", "m", "mv", "/e", "/full")
 	if _, _, hint := errDoc(t, out); strings.Contains(hint, "rm") || !strings.Contains(hint, "inside it") {
 		t.Errorf("mv onto a directory with entries: hint %q", hint)
 	}
