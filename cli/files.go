@@ -407,9 +407,6 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 	}
 	start := time.Now()
 	var total messages.BatchResult
-	if err := os.MkdirAll(hostDir, 0o755); err != nil {
-		return err
-	}
 	type dirTime struct {
 		p string
 		t time.Time
@@ -430,6 +427,13 @@ func (a *app) exportTree(cmd *cobra.Command, v, src, hostDir string) error {
 		var page messages.ReadTreeResult
 		if _, err := a.do(cmd.Context(), messages.OpReadTree, v, messages.ReadTreeArgs{Path: src, After: cursor, MaxBytes: batchBytes}, &page); err != nil {
 			return err
+		}
+		if cursor == "" {
+			// Made once the source is known to be there: a refused
+			// export leaves the host as it was.
+			if err := os.MkdirAll(hostDir, 0o755); err != nil {
+				return err
+			}
 		}
 		for _, f := range page.Files {
 			rel := f.Path[len(src):]

@@ -290,4 +290,12 @@ func TestExportThroughFleetFollowsNoSymlink(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(out, "d", "planted")); err != nil || string(b) != "vault's\n" {
 		t.Fatalf("d/planted after the second export: %q %v", b, err)
 	}
+	// A refused export (its source is not there) makes nothing.
+	missing := filepath.Join(t.TempDir(), "out")
+	if res, code := f.avfsCLI("--vault", "v", "export", "/nope", missing); code == 0 {
+		t.Fatalf("export of /nope succeeded: %s", res)
+	}
+	if _, err := os.Lstat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused export made %s: %v", missing, err)
+	}
 }

@@ -390,9 +390,6 @@ func replaceable(t *Tx, p string, symlink bool) error {
 // writes files in parallel. hostDir is a path on the machine that runs the
 // call.
 func (v *Vault) ExportDir(ctx context.Context, src, hostDir string) (HostDirStats, error) {
-	if err := os.MkdirAll(hostDir, 0o755); err != nil {
-		return HostDirStats{}, fmt.Errorf("export to %s: %w", hostDir, err)
-	}
 	return read(ctx, v.s, v.namespace, v.name, func(t *Tx) (HostDirStats, error) {
 		comps, chain, err := t.resolve("export", src)
 		if err != nil {
@@ -401,6 +398,11 @@ func (v *Vault) ExportDir(ctx context.Context, src, hostDir string) (HostDirStat
 		top := chain[len(chain)-1]
 		if top.kind != KindDir {
 			return HostDirStats{}, pathErr("export", JoinPath(comps), ErrNotDir)
+		}
+		// Made once the source is known to be there: a refused export
+		// leaves the host as it was.
+		if err := os.MkdirAll(hostDir, 0o755); err != nil {
+			return HostDirStats{}, fmt.Errorf("export to %s: %w", hostDir, err)
 		}
 		return t.exportTree(ctx, top.id, hostDir)
 	})

@@ -215,3 +215,21 @@ func TestExportDirReplacesSymlinksInsteadOfFollowing(t *testing.T) {
 		t.Fatalf("d after the second export: %v %v, want a directory", fi, err)
 	}
 }
+
+// An export refused for its source (not there, not a directory) makes
+// nothing on the host.
+func TestExportDirRefusedMakesNothing(t *testing.T) {
+	ctx := context.Background()
+	v := newVault(t, openTestStore(t), "a", Quota{})
+	_, err := v.WriteFile(ctx, "/f", []byte("x"), WriteOptions{}, Meta{})
+	must(t, err)
+	for _, src := range []string{"/nope", "/f"} {
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := v.ExportDir(ctx, src, out); err == nil {
+			t.Fatalf("export of %s succeeded", src)
+		}
+		if _, err := os.Lstat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a refused export of %s made %s: %v", src, out, err)
+		}
+	}
+}
