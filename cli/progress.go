@@ -32,6 +32,7 @@ type transfer struct {
 	bar          *progressbar.ProgressBar
 	plain        io.Writer
 	lastLine     time.Time
+	lined        [2]int64 // files and bytes the last plain line showed
 }
 
 const plainEvery = 2 * time.Second
@@ -91,6 +92,7 @@ func (t *transfer) add(files, bytes int64) {
 // 2.3 MiB/s, about 3s left".
 func (t *transfer) line() {
 	t.lastLine = time.Now()
+	t.lined = [2]int64{t.files, t.bytes}
 	el := time.Since(t.start)
 	rate := float64(t.bytes) / max(el.Seconds(), 1e-3)
 	s := fmt.Sprintf("%s, %s", t.describe(), size(t.bytes))
@@ -114,8 +116,8 @@ func (t *transfer) finish() {
 			t.bar.Describe(t.describe())
 			t.bar.Finish()
 		}
-	case t.plain != nil:
-		t.line()
+	case t.plain != nil && t.lined != [2]int64{t.files, t.bytes}:
+		t.line() // unless the last line already said it all
 	}
 }
 
