@@ -158,7 +158,7 @@ type treeFile struct {
 const treeSQL = `WITH RECURSIVE w(id, path, depth) AS (
 	SELECT ?1, '', 0
 	UNION ALL SELECT d.child, w.path || '/' || d.name, w.depth + 1 FROM dirents d JOIN w ON d.dir = w.id WHERE (?2 = 0 OR w.depth < ?2) AND d.name != ?3)
-SELECT w.path, w.depth, n.id, n.ino, n.kind, n.mode, n.size, n.mtime, n.target, n.chunks FROM w JOIN nodes n ON n.id = w.id WHERE w.depth > 0 ORDER BY w.path`
+SELECT w.path, w.depth, n.id, n.ino, n.kind, n.mode, n.size, n.mtime, n.target, n.chunks, n.nlink FROM w JOIN nodes n ON n.id = w.id WHERE w.depth > 0 ORDER BY w.path`
 
 // walkTree lists the entries below the directory at p, in path order, at
 // most depth levels down (0: all). It returns the clean path of p.
@@ -184,7 +184,7 @@ func (t *Tx) walkTree(p string, depth int, fn func(f *treeFile) error) (string, 
 	var links int64
 	for rows.Next() {
 		var f treeFile
-		if err := rows.Scan(&f.path, &f.depth, &f.n.id, &f.n.ino, &f.n.kind, &f.n.mode, &f.n.size, &f.n.mtime, &f.n.target, &f.n.chunks); err != nil {
+		if err := rows.Scan(&f.path, &f.depth, &f.n.id, &f.n.ino, &f.n.kind, &f.n.mode, &f.n.size, &f.n.mtime, &f.n.target, &f.n.chunks, &f.n.nlink); err != nil {
 			return clean, err
 		}
 		f.path = base + f.path

@@ -176,3 +176,25 @@ func TestSearchPlainTextWithPunctuation(t *testing.T) {
 		t.Fatalf("search foo AND bar: %+v %v, want both files", hits, err)
 	}
 }
+
+// find describes entries as stat does: a directory's link count is 2
+// plus its subdirectories, a hard-linked file's its names.
+func TestFindGivesStatsLinkCounts(t *testing.T) {
+	ctx := context.Background()
+	v := newVault(t, openTestStore(t), "s", Quota{})
+	must(t, v.Mkdir(ctx, "/d/e", 0o755, true, Meta{}))
+	_, err := v.WriteFile(ctx, "/d/f", []byte("x"), WriteOptions{}, Meta{})
+	must(t, err)
+	found, err := v.Find(ctx, "/", FindOptions{})
+	must(t, err)
+	if len(found) != 3 {
+		t.Fatalf("find: %+v", found)
+	}
+	for _, e := range found {
+		st, err := v.Stat(ctx, e.Path)
+		must(t, err)
+		if e.Nlink != st.Nlink {
+			t.Errorf("%s: find says nlink %d, stat %d", e.Path, e.Nlink, st.Nlink)
+		}
+	}
+}
