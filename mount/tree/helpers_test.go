@@ -41,12 +41,13 @@ func testTree(t *testing.T, v *vault.Vault, o Options) *Tree {
 // later time than what it did before, on any clock granularity.
 func clockPast(t *testing.T, stamp int64) {
 	t.Helper()
+	target := time.Unix(0, stamp+int64(time.Millisecond))
 	deadline := time.Now().Add(time.Second)
-	for time.Now().UnixNano() < stamp+int64(time.Millisecond) {
+	for time.Now().Before(target) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the clock did not pass %d within a second", stamp)
 		}
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(time.Until(target)) // exactly what is left, then look again
 	}
 }
 
