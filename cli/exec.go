@@ -78,7 +78,7 @@ one: without a server there is no process to own the run.`,
 			// --json and --output yaml print the envelope as the
 			// document; otherwise a person sees the output as it comes,
 			// then one line about the run instead of the envelope.
-			document := a.json || a.format == outYAML
+			document := a.document()
 			if !document {
 				ctx = withStream(ctx, a.stdout, a.stderr)
 			}

@@ -112,7 +112,7 @@ version N of the file (see avfs log).`,
 			if err != nil {
 				return err
 			}
-			if !a.json && a.format != outYAML && !long {
+			if !a.document() && !long {
 				w := controlEscaper{a.stdout}
 				for _, e := range out.Entries {
 					name := e.Path

@@ -46,7 +46,7 @@ func (a *app) emit(v any) error {
 	if raw, ok := v.(json.RawMessage); ok {
 		return a.show(raw, v)
 	}
-	if a.format == outJSON || a.format == outYAML {
+	if a.document() {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err

@@ -149,6 +149,10 @@ func requestFailed(cmd *cobra.Command) int {
 	return 1
 }
 
+// document reports whether results print as a document (JSON or YAML)
+// rather than for a person.
+func (a *app) document() bool { return a.format == outJSON || a.format == outYAML }
+
 // setFormat sets the output format and what follows from it.
 func (a *app) setFormat(f string) {
 	a.format = f
@@ -196,7 +200,7 @@ func (a *app) fail(cmd *cobra.Command, e *messages.Error, hint string) {
 	if hint == "" {
 		hint = a.hint(cmd, e)
 	}
-	if a.format == outJSON || a.format == outYAML {
+	if a.document() {
 		doc := map[string]any{"error": errorWithHint{e, hint}}
 		if a.format == outYAML {
 			b, _ := json.Marshal(doc)
