@@ -474,9 +474,10 @@ func TestListingsEscapeControlCharacters(t *testing.T) {
 	e.ok("vault", "create", "x")
 	e.ok("--vault", "x", "write", "/\x1b[31mred", "a")
 	e.ok("--vault", "x", "write", "/new\nline", "b")
+	e.ok("--vault", "x", "write", "/c1\u009b2J", "c") // CSI as one C1 character
 	for _, args := range [][]string{{"ls", "/"}, {"ls", "-l", "/"}, {"tree", "/"}} {
 		out, _, code := e.run("", append([]string{"--vault", "x", "--json=false"}, args...)...)
-		if code != 0 || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[31mred`) {
+		if code != 0 || strings.ContainsAny(out, "\x1b\u009b") || !strings.Contains(out, `\x1b[31mred`) || !strings.Contains(out, `c1\u009b2J`) {
 			t.Errorf("%v: exit %d, escape not spelled out:\n%q", args, code, out)
 		}
 	}

@@ -72,27 +72,27 @@ func printHuman(w io.Writer, v any) error {
 type controlEscaper struct{ w io.Writer }
 
 func (c controlEscaper) Write(p []byte) (int, error) {
-	clean := true
-	for i, b := range p {
-		if isControlAt(p, i) && b != '\t' && b != '\n' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return c.w.Write(p)
-	}
-	out := make([]byte, 0, len(p)+16)
+	var out []byte // nil while p needs nothing spelled out
 	for i := 0; i < len(p); i++ {
-		switch b := p[i]; {
-		case b == '\t' || b == '\n' || !isControlAt(p, i):
-			out = append(out, b)
-		case b == 0xc2: // a C1 control, U+0080 to U+009F, in UTF-8
-			out = fmt.Appendf(out, "\\u%04x", p[i+1])
-			i++
-		default:
-			out = fmt.Appendf(out, "\\x%02x", b)
+		b := p[i]
+		if b == '\t' || b == '\n' || !isControlAt(p, i) {
+			if out != nil {
+				out = append(out, b)
+			}
+			continue
 		}
+		if out == nil {
+			out = append(make([]byte, 0, len(p)+16), p[:i]...)
+		}
+		if b == 0xc2 { // a C1 control, U+0080 to U+009F, in UTF-8
+			out = fmt.Appendf(out, `\u%04x`, p[i+1])
+			i++
+		} else {
+			out = fmt.Appendf(out, `\x%02x`, b)
+		}
+	}
+	if out == nil {
+		return c.w.Write(p)
 	}
 	if _, err := c.w.Write(out); err != nil {
 		return 0, err
